@@ -1,0 +1,287 @@
+"""The agent seam: the one small interface between the vRT server and a model.
+
+An agent says what happens in the conversation (a turn starts, a text chunk, audio
+for an item, call tool T, the user started speaking) and hears what the client did
+(user text, user audio, context, a tool result, an interruption, how much audio was
+heard), as :class:`~vrt.protocol.server.AgentInput` events. The server owns sequence
+numbers, acks, epochs, turn ids and tool-call settlement: an agent never sees them,
+and whatever it sends for a turn that is over is dropped (the methods return False).
+
+See ``docs/agents.md`` for a complete example.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator, Awaitable, Callable
+from dataclasses import dataclass
+from typing import Any, Protocol, TypeAlias, runtime_checkable
+
+from ..protocol.messages import FailureCode, Format, Tool, TurnStateName
+from ..protocol.server import AgentInput, ServerSession, ToolSettled
+
+__all__ = [
+    "Agent",
+    "AgentFactory",
+    "AgentSession",
+    "AudioItem",
+    "SessionInfo",
+    "ToolCallHandle",
+    "Turn",
+]
+
+
+@dataclass(frozen=True, slots=True)
+class SessionInfo:
+    """What an agent factory knows when a new session opens (from ``hello``, §5.2)."""
+
+    principal: str | None
+    tools: tuple[Tool, ...]
+    capabilities: tuple[str, ...]
+    input: Format | None
+    output: Format | None
+    context: Any
+
+
+@runtime_checkable
+class Agent(Protocol):
+    """One agent per session. ``run`` lasts as long as the session; it is cancelled
+    when the session closes."""
+
+    #: Audio formats the agent takes and produces without conversion (§8.2).
+    input_formats: tuple[Format, ...]
+    output_formats: tuple[Format, ...]
+
+    async def run(self, session: AgentSession) -> None: ...
+
+
+#: Builds the agent of a new session; raising refuses it with START_FAILED (§5.1).
+AgentFactory: TypeAlias = Callable[[SessionInfo], "Agent | Awaitable[Agent]"]
+
+
+class AgentSession:
+    """The session as an agent sees it. Every method sends at once; none blocks."""
+
+    def __init__(
+        self,
+        core: ServerSession,
+        flush: Callable[[], None],
+        clock: Callable[[], float],
+    ) -> None:
+        self._core = core
+        self._flush = flush
+        self._clock = clock
+        self._queue: asyncio.Queue[AgentInput] = asyncio.Queue()
+        self._waiting: dict[str, asyncio.Future[ToolSettled]] = {}
+
+    # -- what the session is --
+
+    @property
+    def session_id(self) -> str:
+        return self._core.session_id
+
+    @property
+    def principal(self) -> str | None:
+        return self._core.principal
+
+    @property
+    def input_format(self) -> Format:
+        return self._core.state.input
+
+    @property
+    def output_format(self) -> Format:
+        return self._core.state.output
+
+    @property
+    def capabilities(self) -> tuple[str, ...]:
+        return self._core.capabilities
+
+    @property
+    def tools(self) -> dict[str, Tool]:
+        """The tools the client hosts, by name."""
+        return self._core.tools
+
+    @property
+    def context(self) -> Any:
+        """The application context: data, never instructions (§5.5, §10)."""
+        return self._core.context
+
+    @property
+    def turn(self) -> Turn | None:
+        """The turn in progress, if any."""
+        turn_id = self._core.turn_id
+        return Turn(self, turn_id) if turn_id is not None else None
+
+    def now(self) -> float:
+        return self._clock()
+
+    # -- what the client did --
+
+    async def next_event(self) -> AgentInput:
+        return await self._queue.get()
+
+    async def events(self) -> AsyncIterator[AgentInput]:
+        """Every event, in the order the client sent what caused it."""
+        while True:
+            yield await self._queue.get()
+
+    def _deliver(self, events: list[AgentInput]) -> None:
+        for event in events:
+            if isinstance(event, ToolSettled):
+                waiting = self._waiting.pop(event.call_id, None)
+                if waiting is not None and not waiting.done():
+                    waiting.set_result(event)
+            self._queue.put_nowait(event)
+
+    # -- what the agent does --
+
+    def begin_turn(self, state: TurnStateName = "thinking") -> Turn:
+        """Start a turn (a new epoch, §6.1); a turn still in progress ends first."""
+        turn_id = self._core.begin_turn(state)
+        self._flush()
+        return Turn(self, turn_id)
+
+    def user_started_speaking(self) -> Turn:
+        """Speech detected: the response in flight is interrupted (§6.2) and a
+        ``listening`` turn begins (or continues)."""
+        turn_id = self._core.user_started_speaking()
+        self._flush()
+        return Turn(self, turn_id)
+
+    def interrupt(self) -> bool:
+        """Interrupt the response in flight on the agent's own initiative (§6.2)."""
+        done = self._core.interrupt_response("server")
+        self._flush()
+        return done
+
+    def user_transcript(self, text: str, *, final: bool = True, item_id: str | None = None) -> None:
+        turn = self._core.turn_id
+        self._core.send_transcript("user", text, final=final, item_id=item_id, turn_id=turn)
+        self._flush()
+
+    def error(self, message: str, *, recoverable: bool = True) -> None:
+        """Report ``AGENT_ERROR`` (§9.2) to the client."""
+        self._core.agent_error(message, recoverable=recoverable)
+        self._flush()
+
+
+@dataclass(frozen=True, slots=True)
+class Turn:
+    """A handle on one turn. Once the turn is over (ended or interrupted) every method
+    returns False or None and sends nothing."""
+
+    session: AgentSession
+    id: str
+
+    @property
+    def active(self) -> bool:
+        return self.session._core.turn_id == self.id
+
+    def _done(self, result: bool) -> bool:
+        self.session._flush()
+        return result
+
+    def state(self, state: TurnStateName) -> bool:
+        return self._done(self.session._core.set_state(self.id, state))
+
+    def text(self, chunk: str) -> bool:
+        return self._done(self.session._core.send_text(self.id, chunk))
+
+    def transcript(self, text: str, *, final: bool = True, item_id: str | None = None) -> bool:
+        core = self.session._core
+        return self._done(
+            core.send_transcript("agent", text, final=final, item_id=item_id, turn_id=self.id)
+        )
+
+    def audio(self, item_id: str | None = None) -> AudioItem | None:
+        """Begin an output audio item (``audio.start``, §8.3)."""
+        started = self.session._core.start_audio(self.id, item_id)
+        self.session._flush()
+        return AudioItem(self.session, started) if started is not None else None
+
+    def tool_call(
+        self, name: str, *, provider_id: str | None = None, server_side: bool = False
+    ) -> ToolCallHandle | None:
+        """Begin a tool call whose arguments will stream; None when the turn is over or
+        the client does not host ``name`` (for a client tool)."""
+        core = self.session._core
+        call_id = core.start_tool_call(
+            self.id, name, provider_id=provider_id, server_side=server_side
+        )
+        self.session._flush()
+        return ToolCallHandle(self.session, call_id) if call_id is not None else None
+
+    async def call_tool(
+        self, name: str, arguments: Any, *, provider_id: str | None = None
+    ) -> ToolSettled:
+        """Call a client tool and wait for its one result (the client's, TIMEOUT or
+        INTERRUPTED). A call that cannot be made settles FAILED at once."""
+        handle = self.tool_call(name, provider_id=provider_id)
+        if handle is None:
+            return _not_called(name, self.id, provider_id)
+        return await handle.issue(arguments)
+
+    def end(self) -> bool:
+        """The turn is done (``turn.state idle``)."""
+        return self._done(self.session._core.end_turn(self.id))
+
+
+@dataclass(frozen=True, slots=True)
+class AudioItem:
+    session: AgentSession
+    id: str
+
+    def write(self, payload: bytes, duration_ms: float | None = None) -> bool:
+        """One output frame in the session's output format; False once the turn is over."""
+        sent = self.session._core.send_audio(self.id, payload, duration_ms)
+        self.session._flush()
+        return sent
+
+
+@dataclass(frozen=True, slots=True)
+class ToolCallHandle:
+    session: AgentSession
+    call_id: str
+
+    def delta(self, fragment: str) -> bool:
+        """The next fragment of the arguments' JSON text (§7.4, §7.5)."""
+        core = self.session._core
+        return self._done(core.tool_arguments_delta(self.call_id, fragment))
+
+    def issue(self, arguments: Any) -> asyncio.Future[ToolSettled]:
+        """The arguments are complete: a client tool is called, and the future resolves
+        with its one result; a server tool starts running (the future resolves at once
+        with ok; report its end with :meth:`settle`)."""
+        session = self.session
+        future: asyncio.Future[ToolSettled] = asyncio.get_running_loop().create_future()
+        issued = session._core.issue_tool_call(self.call_id, arguments, session.now())
+        session._flush()
+        if not issued:
+            future.set_result(_not_called("", "", None, self.call_id))
+        elif session._core.is_client_call(self.call_id):
+            session._waiting[self.call_id] = future
+        else:
+            future.set_result(ToolSettled(self.call_id, None, "", "", True, None, None, None))
+        return future
+
+    def progress(self, progress: Any) -> bool:
+        """Progress of a running server tool (only visible with tool-stream-v1)."""
+        return self._done(self.session._core.tool_progress(self.call_id, progress))
+
+    def settle(self, ok: bool, code: FailureCode | None = None) -> bool:
+        """A server tool finished; its output stays on the server (§7.5)."""
+        return self._done(self.session._core.settle_server_call(self.call_id, ok, code))
+
+    def fail(self, message: str) -> bool:
+        """The model stopped before completing the arguments (§7.5 ``failed``)."""
+        return self._done(self.session._core.fail_tool_call(self.call_id, message))
+
+    def _done(self, result: bool) -> bool:
+        self.session._flush()
+        return result
+
+
+def _not_called(name: str, turn_id: str, provider_id: str | None, call_id: str = "") -> ToolSettled:
+    return ToolSettled(
+        call_id, provider_id, name, turn_id, False, None, "FAILED", "the call could not be made"
+    )

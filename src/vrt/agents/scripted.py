@@ -1,0 +1,431 @@
+"""A deterministic agent driven by the user's text, for tests, the conformance suite
+and demos. It calls no model: what it sends follows from this contract alone.
+
+Formats (§8.2): it takes and produces pcm16 at 24000 Hz, pcm16 at 16000 Hz and pcmu
+(8000 Hz), so a client preferring one of them gets it unchanged.
+
+Text commands
+-------------
+The user's text is split on whitespace; the command is the first word, matched
+exactly (case-sensitive). Every reply below is one turn that begins with
+``turn.state thinking`` (a new epoch, §6.1) and ends with ``turn.state idle``, unless
+it is interrupted first; then nothing more of it is sent. "Chunk" means one agent
+``text`` message; "compact JSON" means ``json.dumps(value, separators=(",", ":"))``.
+
+``echo WORDS``
+    ``turn.state speaking``; one chunk per word, in order; a final agent
+    ``transcript`` of the words joined by single spaces; one audio item
+    (``audio.start``) of 200 ms of a 440 Hz tone at 0.2 of full scale in the session's
+    output format, written at once as 20 ms frames (10 frames); ``idle``.
+``call TOOL JSON``
+    JSON is the rest of the text after TOOL. If it is not valid JSON (NaN and
+    Infinity included): chunk ``error invalid JSON`` and ``idle``, still thinking.
+    Otherwise ``turn.state acting`` and the call starts (``tool.stream start`` with
+    tool-stream-v1). If the client does not host TOOL: chunk ``result error FAILED``,
+    ``idle``. Else the arguments' compact JSON is streamed in fragments of 8
+    characters (``tool.call.delta`` previews ``{"argumentsDelta": ...}``, or
+    ``tool.stream arguments-delta``), the call is issued (``tool.call``, and
+    ``arguments-complete``), and once it settles: chunk ``result ok OUTPUT`` (OUTPUT
+    is the compact JSON of the result's output) or ``result error CODE`` (the
+    client's code, ``TIMEOUT`` or ``FAILED``); ``idle``.
+``calls N TOOL JSON``
+    As ``call``, but N calls (N a decimal integer, 0 to 1000) in one acting turn:
+    each started, streamed and issued back to back without waiting, then all awaited,
+    then one chunk per call in call order (``result ok ...`` / ``result error CODE``).
+    Calls beyond the server's bound on pending calls settle ``FAILED``.
+``speak MS``
+    ``turn.state speaking``; one audio item of MS ms (0 to 600000) of the tone,
+    streamed in real time: 20 ms frames, frame k written at start + k * 20 ms on the
+    event loop clock (the last frame may be shorter); ``idle``. MS = 0 sends no audio
+    item.
+``burst N``
+    N chunks ``chunk 1`` ... ``chunk N`` (N from 0 to 10000) written without yielding
+    to the event loop; ``idle``.
+``server-tool MS``
+    ``turn.state acting``; a server-side call of ``server.sleep`` (MS from 0 to
+    600000): start, its arguments ``{"ms":MS}`` as one delta, issued with
+    ``{"ms": MS}``; progress ``{"elapsedMs": k*100}`` at each k * 100 ms < MS after
+    the issue; settled ok at MS ms; chunk ``server-tool done``; ``idle``. Start,
+    deltas, progress and settlement are visible only with tool-stream-v1 (§7.5); a
+    baseline client sees ``tool.call.delta`` previews for the arguments and no
+    ``tool.call``.
+``error``
+    ``error AGENT_ERROR`` "scripted error", recoverable; no turn.
+``context?``
+    Chunk with the current application context as
+    ``json.dumps(context, separators=(",", ":"), sort_keys=True)`` (``null`` when
+    there is none), still thinking; ``idle``.
+anything else
+    As ``echo`` with all the words, the first included. Empty text: one turn with
+    no chunks, transcript ``""``, the 200 ms audio item, ``idle``.
+
+A command with a missing or out-of-range number (``speak``, ``burst``,
+``server-tool``, ``calls``) or ``call``/``calls`` without TOOL replies with the chunk
+``error usage: <command> <arguments>`` (for example ``error usage: speak MS``) and
+``idle``, still thinking.
+
+Input audio
+-----------
+Input audio (in the session's input format; ignored if it is Opus) goes through an
+:class:`~vrt.audio.EnergyVad` (RMS threshold 0.02 on 20 ms frames, 300 ms hangover):
+
+* speech start: ``user_started_speaking()``, which interrupts a response in flight
+  (``interrupted``, §6.2) and begins a ``listening`` turn;
+* speech end (300 ms below the threshold after the last loud frame): a final user
+  ``transcript`` ``(speech N ms)``, N the speech duration in audio time (first loud
+  frame to the end of the last one, rounded to whole ms), then, continuing the
+  listening turn, ``turn.state thinking`` and the ``echo (speech N ms)`` reply
+  (speaking, 3 chunks, transcript, audio, idle). If that listening turn is over by
+  then, ``user_started_speaking()`` first begins a new one.
+
+Speech that never ends (the input stops while loud) produces no reply.
+
+Interruptions and other events
+------------------------------
+* New user text while a reply runs: the server has already interrupted that reply
+  (§6.3); the agent cancels it and starts the new one.
+* ``ResponseInterrupted``: the reply of the interrupted turn is cancelled. A reply of
+  a newer turn is left running.
+* ``ContextChanged``: recorded in :attr:`ScriptedAgent.contexts`.
+* ``PlaybackReported``: the last report per item is kept in
+  :attr:`ScriptedAgent.playback`.
+* ``ToolSettled``: nothing (the futures of issued calls resolve in the seam).
+
+Replies run as tasks, so events are read (and interruptions seen) while one streams.
+Cancelling :meth:`ScriptedAgent.run` cancels the reply in progress.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+from collections.abc import Coroutine
+from typing import Any, Final
+
+from ..audio import EnergyVad, frame_bytes, tone
+from ..protocol.messages import PCM16_24K, Format
+from ..protocol.server import (
+    AudioReceived,
+    ContextChanged,
+    PlaybackReported,
+    ResponseInterrupted,
+    ToolSettled,
+    UserTextReceived,
+)
+from .base import AgentSession, AudioItem, SessionInfo, Turn
+
+__all__ = ["SCRIPTED_FORMATS", "ScriptedAgent", "scripted_agent"]
+
+log = logging.getLogger(__name__)
+
+#: What the scripted agent takes and produces unchanged (§8.2).
+SCRIPTED_FORMATS: Final = (
+    PCM16_24K,
+    Format(encoding="pcm16", sample_rate=16000),
+    Format(encoding="pcmu", sample_rate=8000),
+)
+
+ECHO_AUDIO_MS: Final = 200
+FRAME_MS: Final = 20
+PROGRESS_MS: Final = 100
+ARGUMENT_FRAGMENT: Final = 8
+MAX_CALLS: Final = 1000
+MAX_BURST: Final = 10_000
+MAX_MS: Final = 600_000
+
+
+def _compact(value: Any) -> str:
+    return json.dumps(value, separators=(",", ":"))
+
+
+def _reject_constant(name: str) -> Any:
+    # NaN and Infinity are not JSON (RFC 8259) and could not go on the wire.
+    raise ValueError(f"{name} is not JSON")
+
+
+def _parse_json(text: str) -> tuple[bool, Any]:
+    try:
+        return True, json.loads(text, parse_constant=_reject_constant)
+    except ValueError:
+        return False, None
+
+
+def _parse_count(word: str | None, maximum: int) -> int | None:
+    """A plain decimal integer from 0 to ``maximum``; None otherwise."""
+    if word is None or not (word.isascii() and word.isdigit()):
+        return None
+    value = int(word)
+    return value if value <= maximum else None
+
+
+def _result_text(settled: ToolSettled | None) -> str:
+    if settled is None:
+        return "result error FAILED"
+    if settled.ok:
+        return f"result ok {_compact(settled.output)}"
+    return f"result error {settled.code or 'FAILED'}"
+
+
+async def _sleep_until(deadline: float) -> None:
+    # Sleeping until an absolute time on the loop clock keeps lateness from accumulating.
+    delay = deadline - asyncio.get_running_loop().time()
+    if delay > 0:
+        await asyncio.sleep(delay)
+
+
+def _frames(payload: bytes, size: int) -> list[bytes]:
+    return [payload[i : i + size] for i in range(0, len(payload), size)]
+
+
+def _audio_format(turn: Turn) -> Format | None:
+    fmt = turn.session.output_format
+    return fmt if fmt.encoding in ("pcm16", "pcmu") else None  # no Opus encoder here
+
+
+def echo(turn: Turn, words: list[str]) -> None:
+    """The ``echo`` reply on an existing turn: speaking, one chunk per word, the agent
+    transcript, 200 ms of tone as 20 ms frames, idle. Stops once the turn is over."""
+    if not turn.state("speaking"):
+        return
+    for word in words:
+        if not turn.text(word):
+            return
+    if not turn.transcript(" ".join(words)):
+        return
+    fmt = _audio_format(turn)
+    if fmt is not None:
+        item = turn.audio()
+        if item is None:
+            return
+        for frame in _frames(tone(ECHO_AUDIO_MS, fmt), frame_bytes(fmt, FRAME_MS)):
+            if not item.write(frame):
+                return
+    turn.end()
+
+
+class ScriptedAgent:
+    """The agent of this module's contract. One instance per session."""
+
+    input_formats: tuple[Format, ...] = SCRIPTED_FORMATS
+    output_formats: tuple[Format, ...] = SCRIPTED_FORMATS
+
+    def __init__(self, *, vad_threshold: float = 0.02, hangover_ms: float = 300.0) -> None:
+        #: The last playback report per item id (§8.4).
+        self.playback: dict[str, PlaybackReported] = {}
+        #: Every context the client sent, in order (§5.5).
+        self.contexts: list[Any] = []
+        self._vad = EnergyVad(threshold=vad_threshold, hangover_ms=hangover_ms)
+        self._reply: asyncio.Task[None] | None = None
+        self._reply_turn: Turn | None = None
+
+    async def run(self, session: AgentSession) -> None:
+        try:
+            async for event in session.events():
+                if isinstance(event, UserTextReceived):
+                    self._on_text(session, event.text)
+                elif isinstance(event, AudioReceived):
+                    self._on_audio(session, event.payload)
+                elif isinstance(event, ResponseInterrupted):
+                    self._cancel_reply(event.turn_id)
+                elif isinstance(event, ContextChanged):
+                    self.contexts.append(event.context)
+                elif isinstance(event, PlaybackReported):
+                    self.playback[event.item_id] = event
+                # ToolSettled: the issued call's future already resolved in the seam.
+        finally:
+            self._cancel_reply()
+
+    # -- replies --
+
+    def _start(self, session: AgentSession, turn: Turn, reply: Coroutine[Any, Any, None]) -> None:
+        self._cancel_reply()  # one reply at a time
+        task = asyncio.create_task(reply, name=f"scripted reply {turn.id}")
+        task.add_done_callback(lambda done: _report_failure(session, done))
+        self._reply, self._reply_turn = task, turn
+
+    def _cancel_reply(self, turn_id: str | None = None) -> None:
+        """Cancel the running reply: any (``turn_id`` None), or only the one of
+        ``turn_id`` or of a turn that is already over."""
+        task, turn = self._reply, self._reply_turn
+        if task is None or task.done():
+            return
+        if turn_id is None or turn is None or turn.id == turn_id or not turn.active:
+            task.cancel()
+
+    def _on_text(self, session: AgentSession, text: str) -> None:
+        # §6.3: the server interrupted the reply in flight before delivering the text.
+        self._cancel_reply()
+        words = text.split()
+        command = words[0] if words else ""
+        if command == "error":
+            session.error("scripted error", recoverable=True)
+            return
+        # The turn begins here, not in the task, so that its id is known at once:
+        # an interruption of an older turn must not cancel this reply.
+        turn = session.begin_turn("thinking")
+        self._start(session, turn, self._command(session, turn, text, words))
+
+    async def _command(
+        self, session: AgentSession, turn: Turn, text: str, words: list[str]
+    ) -> None:
+        command = words[0] if words else ""
+        argument = words[1] if len(words) > 1 else None
+        if command == "call":
+            await self._call(turn, text)
+        elif command == "calls":
+            await self._calls(turn, text)
+        elif command == "speak":
+            await self._speak(turn, argument)
+        elif command == "burst":
+            self._burst(turn, argument)
+        elif command == "server-tool":
+            await self._server_tool(turn, argument)
+        elif command == "context?":
+            if turn.text(json.dumps(session.context, separators=(",", ":"), sort_keys=True)):
+                turn.end()
+        else:
+            echo(turn, words[1:] if command == "echo" else words)
+
+    @staticmethod
+    def _usage(turn: Turn, usage: str) -> None:
+        if turn.text(f"error usage: {usage}"):
+            turn.end()
+
+    async def _call(self, turn: Turn, text: str) -> None:
+        parts = text.split(maxsplit=2)
+        if len(parts) < 2:
+            self._usage(turn, "call TOOL JSON")
+            return
+        valid, arguments = _parse_json(parts[2] if len(parts) > 2 else "")
+        if not valid:
+            if turn.text("error invalid JSON"):
+                turn.end()
+            return
+        if not turn.state("acting"):
+            return
+        pending = _issue(turn, parts[1], arguments)
+        settled = await pending if pending is not None else None
+        if turn.text(_result_text(settled)):
+            turn.end()
+
+    async def _calls(self, turn: Turn, text: str) -> None:
+        parts = text.split(maxsplit=3)
+        count = _parse_count(parts[1] if len(parts) > 1 else None, MAX_CALLS)
+        if count is None or len(parts) < 3:
+            self._usage(turn, "calls N TOOL JSON")
+            return
+        valid, arguments = _parse_json(parts[3] if len(parts) > 3 else "")
+        if not valid:
+            if turn.text("error invalid JSON"):
+                turn.end()
+            return
+        if not turn.state("acting"):
+            return
+        pending = [_issue(turn, parts[2], arguments) for _ in range(count)]
+        issued = [future for future in pending if future is not None]
+        results = iter(await asyncio.gather(*issued))
+        for future in pending:
+            if not turn.text(_result_text(next(results) if future is not None else None)):
+                return
+        turn.end()
+
+    async def _speak(self, turn: Turn, argument: str | None) -> None:
+        ms = _parse_count(argument, MAX_MS)
+        if ms is None:
+            self._usage(turn, "speak MS")
+            return
+        if not turn.state("speaking"):
+            return
+        fmt = _audio_format(turn)
+        frames = _frames(tone(ms, fmt), frame_bytes(fmt, FRAME_MS)) if fmt is not None else []
+        item: AudioItem | None = turn.audio() if frames else None
+        if item is not None:
+            start = asyncio.get_running_loop().time()
+            for k, frame in enumerate(frames):
+                await _sleep_until(start + k * FRAME_MS / 1000)
+                if not item.write(frame):
+                    return
+        turn.end()
+
+    def _burst(self, turn: Turn, argument: str | None) -> None:
+        count = _parse_count(argument, MAX_BURST)
+        if count is None:
+            self._usage(turn, "burst N")
+            return
+        for k in range(1, count + 1):
+            if not turn.text(f"chunk {k}"):
+                return
+        turn.end()
+
+    async def _server_tool(self, turn: Turn, argument: str | None) -> None:
+        ms = _parse_count(argument, MAX_MS)
+        if ms is None:
+            self._usage(turn, "server-tool MS")
+            return
+        if not turn.state("acting"):
+            return
+        handle = turn.tool_call("server.sleep", server_side=True)
+        if handle is None:
+            return
+        arguments = {"ms": ms}
+        handle.delta(_compact(arguments))
+        await handle.issue(arguments)  # a server call resolves at once: it is running
+        start = asyncio.get_running_loop().time()
+        for elapsed in range(PROGRESS_MS, ms, PROGRESS_MS):
+            await _sleep_until(start + elapsed / 1000)
+            if not handle.progress({"elapsedMs": elapsed}):
+                return
+        await _sleep_until(start + ms / 1000)
+        if handle.settle(True) and turn.text("server-tool done"):
+            turn.end()
+
+    # -- input audio --
+
+    def _on_audio(self, session: AgentSession, payload: bytes) -> None:
+        fmt = session.input_format
+        if fmt.encoding not in ("pcm16", "pcmu"):
+            return
+        for event in self._vad.feed(payload, fmt):
+            if event.kind == "speech-start":
+                # The server interrupts the response in flight; whatever reply was
+                # running or about to start is moot now that the user speaks again.
+                session.user_started_speaking()
+                self._cancel_reply()
+                continue
+            # The listening turn in progress, or a new one if something replaced it.
+            turn = session.user_started_speaking()
+            heard = f"(speech {round(event.duration_ms)} ms)"
+            session.user_transcript(heard)
+            self._start(session, turn, _speech_reply(turn, heard))
+
+
+def _issue(turn: Turn, tool: str, arguments: Any) -> asyncio.Future[ToolSettled] | None:
+    """Start a client call, stream its arguments in 8-character fragments and issue
+    it; None when the client does not host ``tool`` (or the turn is over)."""
+    handle = turn.tool_call(tool)
+    if handle is None:
+        return None
+    text = _compact(arguments)
+    for i in range(0, len(text), ARGUMENT_FRAGMENT):
+        handle.delta(text[i : i + ARGUMENT_FRAGMENT])
+    return handle.issue(arguments)
+
+
+async def _speech_reply(turn: Turn, heard: str) -> None:
+    if turn.state("thinking"):
+        echo(turn, heard.split())
+
+
+def _report_failure(session: AgentSession, task: asyncio.Task[None]) -> None:
+    # A bug in a reply must be visible to the client, not only lost in a task.
+    if task.cancelled() or task.exception() is None:
+        return
+    log.error("scripted reply failed", exc_info=task.exception())
+    session.error(f"scripted agent failed: {task.exception()!r}", recoverable=True)
+
+
+def scripted_agent(info: SessionInfo) -> ScriptedAgent:
+    """The agent factory (:data:`~vrt.agents.base.AgentFactory`): one agent per session."""
+    del info  # the contract does not depend on the session's parameters
+    return ScriptedAgent()

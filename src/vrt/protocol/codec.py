@@ -1,0 +1,460 @@
+"""Text frames to typed messages and back (§2.2, §4.1, §9.1).
+
+The decoder takes one text frame and returns either the typed message with its ``seq``
+or an :class:`Invalid` that carries the §9.1 classification and a readable reason. It
+never raises, whatever the input. It classifies by the first rule the frame breaks:
+
+1. ``MALFORMED``: not JSON, or not a JSON object;
+2. ``UNSUPPORTED_VERSION``: ``v`` absent or not the number 1;
+3. ``UNKNOWN_TYPE``: ``type`` absent, not a string, or not a type of the sender's direction,
+   matched as an exact string;
+4. ``INVALID_FIELD``: anything else the message's schema forbids, the seq class of §4.1
+   included, plus what a schema cannot say: a member name twice in one object (§2.2),
+   two tools with one name (§5.2), a number beyond the double range or a string with
+   an unpaired surrogate (neither can be passed through faithfully).
+
+Rules 2 and 3 read the last occurrence of a duplicated member, as JavaScript's
+``JSON.parse`` does (messages.md). Limits (§11, :class:`Limits`) give ``LIMIT_EXCEEDED``.
+
+The hot path is orjson to parse, a count of ``:`` against the parsed members to rule
+out duplicates without a second parse, jsonschema-rs with the files of ``schema/``, and
+msgspec to build the struct.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+from dataclasses import dataclass
+from functools import cache
+from typing import Any, Final, Generic, NamedTuple, TypeVar, cast
+
+import msgspec
+import orjson
+
+from .errors import ErrorCode, LocalProtocolError
+from .messages import (
+    CLIENT_TYPES,
+    SERVER_TYPES,
+    UNSET,
+    ClientMessage,
+    Format,
+    Hello,
+    Message,
+    Ready,
+    ServerMessage,
+    Tool,
+    _Object,
+)
+from .schemas import MessageSchema, Sender, message_schemas, shared_object_members
+
+__all__ = [
+    "DEFAULT_LIMITS",
+    "Decoded",
+    "Decoder",
+    "Invalid",
+    "Limits",
+    "decode_client",
+    "decode_server",
+    "encode",
+]
+
+M = TypeVar("M", ClientMessage, ServerMessage)
+
+
+@dataclass(frozen=True, slots=True)
+class Limits:
+    """Bounds a decoder enforces (§11); see ``docs/limits.md``.
+
+    A frame beyond ``max_frame_bytes`` is refused before it is parsed; one nested deeper
+    than ``max_depth`` (the message object itself is depth 1) after; a ``hello`` with
+    more than ``max_tools`` tools once it is otherwise valid. Each gives
+    ``LIMIT_EXCEEDED``.
+    """
+
+    max_frame_bytes: int = 1 << 20
+    max_depth: int = 64
+    max_tools: int = 128
+
+    def __post_init__(self) -> None:
+        if self.max_frame_bytes < 64 or self.max_depth < 4 or self.max_tools < 0:
+            raise ValueError(f"limits too small to carry vRT messages: {self}")
+
+
+DEFAULT_LIMITS: Final = Limits()
+
+
+class Invalid(NamedTuple):
+    """A frame the decoder refused: its §9.1 code (or LIMIT_EXCEEDED) and why."""
+
+    code: ErrorCode
+    reason: str
+    #: The message type, once rules 1-3 have passed; None before.
+    type: str | None = None
+
+
+class Decoded(NamedTuple, Generic[M]):
+    """A valid message and the ``seq`` it arrived with."""
+
+    seq: int
+    message: M
+
+
+_TAKES_ANY_NUMBER: Final = (int, float)
+_JSON_STRING: Final = re.compile(rb'"(?:[^"\\]|\\.)*"', re.DOTALL)
+_SURROGATE: Final = re.compile("[\ud800-\udfff]")
+_SEQ_RULE: Final = {
+    "transient": "always 0",
+    "sequenced": "an integer from 1 to 4294967295",
+    "sessionless": "0, or an integer up to 4294967295 once a session is bound",
+}
+
+
+def _kind(value: Any) -> str:
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "a boolean"
+    if isinstance(value, (int, float)):
+        return "a number"
+    if isinstance(value, str):
+        return "a string"
+    return "an array" if isinstance(value, list) else "an object"
+
+
+def _shown(value: Any) -> str:
+    text = json.dumps(value)
+    return text if len(text) <= 40 else text[:37] + "..."
+
+
+def _parse_fallback(data: bytes) -> Any | Invalid:
+    """Parse what orjson refused: numbers beyond the double range and unpaired surrogates
+    are JSON (RFC 8259) that orjson does not read; everything else it refuses is not JSON.
+    """
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        return Invalid(ErrorCode.MALFORMED, f"the frame is not UTF-8: {exc.reason}")
+
+    def no_constants(name: str) -> Any:
+        raise ValueError(f"{name} is not a JSON value")
+
+    try:
+        return json.loads(text, parse_constant=no_constants)
+    except RecursionError:
+        return Invalid(ErrorCode.LIMIT_EXCEEDED, "the frame is nested too deeply")
+    except ValueError as exc:
+        return Invalid(ErrorCode.MALFORMED, f"the frame is not JSON: {exc}")
+
+
+def _walk(value: dict[str, Any], max_depth: int, check_values: bool) -> tuple[int, int, str]:
+    """Count the members of every object, and find the depth (stopping past max_depth).
+
+    With ``check_values``, also report the first number beyond the double range or
+    string with an unpaired surrogate (only the fallback parser lets them through).
+    """
+    members = 0
+    depth = 0
+    problem = ""
+    stack: list[tuple[Any, int]] = [(value, 1)]
+    while stack:
+        node, level = stack.pop()
+        depth = max(depth, level)
+        if depth > max_depth:
+            break
+        children = node.values() if isinstance(node, dict) else node
+        if isinstance(node, dict):
+            members += len(node)
+            if check_values and not problem:
+                problem = next((f"member name {k!r}" for k in node if _SURROGATE.search(k)), "")
+        for child in children:
+            if isinstance(child, (dict, list)):
+                stack.append((child, level + 1))
+            elif check_values and not problem:
+                if isinstance(child, float) and not math.isfinite(child):
+                    problem = "a number beyond the range of a double"
+                elif isinstance(child, str) and _SURROGATE.search(child):
+                    problem = "a string with an unpaired surrogate"
+    return members, depth, problem
+
+
+def _duplicate_name(data: bytes) -> str:
+    found: list[str] = []
+
+    def pairs(items: list[tuple[str, Any]]) -> dict[str, Any]:
+        seen: set[str] = set()
+        for key, _ in items:
+            if key in seen and not found:
+                found.append(key)
+            seen.add(key)
+        return dict(items)
+
+    json.loads(data.decode("utf-8"), object_pairs_hook=pairs)
+    return found[0] if found else "?"
+
+
+def _pointer(path: list[str | int]) -> str:
+    return "/" + "/".join(str(p).replace("~", "~0").replace("/", "~1") for p in path)
+
+
+class Decoder:
+    """Decodes the text frames one direction sends. Thread-safe; holds no session state."""
+
+    __slots__ = ("_classes", "_known", "_limits", "_nested", "_schemas", "sender")
+
+    def __init__(self, sender: Sender, limits: Limits = DEFAULT_LIMITS) -> None:
+        self.sender: Sender = sender
+        self._limits = limits
+        self._schemas: dict[str, MessageSchema] = message_schemas()[sender]
+        classes = CLIENT_TYPES if sender == "client" else SERVER_TYPES
+        self._classes: dict[str, type[Message]] = {cls.TYPE: cls for cls in classes}
+        self._known = {t: s.members | {"v", "seq", "type"} for t, s in self._schemas.items()}
+        self._nested = _nested_members()
+
+    @property
+    def limits(self) -> Limits:
+        return self._limits
+
+    def decode(self, data: bytes | str) -> Decoded[Any] | Invalid:
+        """Decode one text frame. Never raises."""
+        try:
+            return self._decode(data)
+        except Exception as exc:  # a defect here must not take a session down (§9.1)
+            return Invalid(ErrorCode.INVALID_FIELD, f"the message could not be read: {exc!r}")
+
+    def _decode(self, data: bytes | str) -> Decoded[Any] | Invalid:
+        if isinstance(data, str):
+            try:
+                data = data.encode()
+            except UnicodeEncodeError:
+                return Invalid(ErrorCode.MALFORMED, "the frame is not UTF-8")
+        limits = self._limits
+        if len(data) > limits.max_frame_bytes:
+            return Invalid(
+                ErrorCode.LIMIT_EXCEEDED,
+                f"the frame has {len(data)} bytes; this receiver takes at most "
+                f"{limits.max_frame_bytes} (§11)",
+            )
+        fallback = False
+        try:
+            value = orjson.loads(data)
+        except orjson.JSONDecodeError as exc:
+            if "depth limit" in str(exc):
+                return Invalid(ErrorCode.LIMIT_EXCEEDED, "the frame is nested too deeply (§11)")
+            value = _parse_fallback(data)
+            if isinstance(value, Invalid):
+                return value
+            fallback = True
+        if type(value) is not dict:
+            return Invalid(ErrorCode.MALFORMED, f"the frame is {_kind(value)}, not a JSON object")
+
+        v = value.get("v")
+        if type(v) not in _TAKES_ANY_NUMBER or v != 1:
+            shown = _shown(v) if "v" in value else "absent"
+            return Invalid(
+                ErrorCode.UNSUPPORTED_VERSION,
+                f"v is {shown}; this receiver speaks vRT major version 1 (§3.1)",
+            )
+        type_ = value.get("type")
+        schema = self._schemas.get(type_) if type(type_) is str else None
+        if schema is None:
+            return Invalid(ErrorCode.UNKNOWN_TYPE, self._unknown_type(value))
+        type_ = schema.type
+
+        problem = self._structure(data, value, fallback, type_)
+        if problem is not None:
+            return problem
+        if not schema.validator.is_valid(value):
+            return Invalid(ErrorCode.INVALID_FIELD, self._explain(schema, value), type_)
+        if type_ == "hello" and "tools" in value:
+            problem = self._check_tools(value["tools"])
+            if problem is not None:
+                return problem
+
+        message = msgspec.convert(value, self._classes[type_], strict=False)
+        unknown = value.keys() - self._known[type_]
+        if unknown:
+            message = msgspec.structs.replace(
+                message, extra={k: value[k] for k in value if k in unknown}
+            )
+        if type_ in self._nested:
+            message = self._keep_nested_extra(message, value)
+        return Decoded(int(value["seq"]), message)
+
+    def _unknown_type(self, value: dict[str, Any]) -> str:
+        if "type" not in value:
+            return "the message has no type member (§9.1)"
+        type_ = value["type"]
+        if type(type_) is not str:
+            return f"type is {_kind(type_)}, not a string (§9.1)"
+        other: Sender = "server" if self.sender == "client" else "client"
+        if type_ in message_schemas()[other]:
+            return f"{type_!r} is a {other} message; a {self.sender} does not send it (§2.3)"
+        return f"{type_!r} is not a {self.sender} message type of vRT v1 (§9.1)"
+
+    def _structure(
+        self, data: bytes, value: dict[str, Any], fallback: bool, type_: str
+    ) -> Invalid | None:
+        colons = data.count(b":")
+        if not fallback and colons == len(value) and data.count(b"{") == 1 and b"[" not in data:
+            return None  # one flat object whose every ':' is a member: depth 1, no duplicates
+        members, depth, problem = _walk(value, self._limits.max_depth, fallback)
+        if depth > self._limits.max_depth:
+            return Invalid(
+                ErrorCode.LIMIT_EXCEEDED,
+                f"the message nests deeper than {self._limits.max_depth} levels (§11)",
+                type_,
+            )
+        if colons != members and _JSON_STRING.sub(b'""', data).count(b":") != members:
+            name = _duplicate_name(data)
+            return Invalid(
+                ErrorCode.INVALID_FIELD,
+                f"{type_}: member {name!r} appears twice in one object (§2.2)",
+                type_,
+            )
+        if problem:
+            return Invalid(
+                ErrorCode.INVALID_FIELD,
+                f"{type_}: holds {problem}, which cannot be passed on faithfully",
+                type_,
+            )
+        return None
+
+    def _explain(self, schema: MessageSchema, value: dict[str, Any]) -> str:
+        errors = list(schema.validator.iter_errors(value))
+        for error in errors:
+            if list(error.instance_path) == ["seq"]:
+                rule = _SEQ_RULE[schema.seq_class]
+                return (
+                    f"{schema.type}: seq {value.get('seq')!r} is out of its class: a "
+                    f"{schema.seq_class} message's seq is {rule} (§4.1)"
+                )
+        if not errors:
+            return f"{schema.type}: does not match its schema"
+        error = min(errors, key=lambda e: len(e.instance_path))
+        path = list(error.instance_path)
+        where = f" at {_pointer(path)}" if path else ""
+        return f"{schema.type}{where}: {error.message}"
+
+    def _check_tools(self, tools: list[dict[str, Any]]) -> Invalid | None:
+        if len(tools) > self._limits.max_tools:
+            return Invalid(
+                ErrorCode.LIMIT_EXCEEDED,
+                f"hello declares {len(tools)} tools; this server takes at most "
+                f"{self._limits.max_tools} (§11)",
+                "hello",
+            )
+        seen: set[str] = set()
+        for tool in tools:
+            if tool["name"] in seen:
+                return Invalid(
+                    ErrorCode.INVALID_FIELD,
+                    f"hello: tool name {tool['name']!r} is declared twice; "
+                    "names must be unique (§5.2)",
+                    "hello",
+                )
+            seen.add(tool["name"])
+        return None
+
+    def _keep_nested_extra(self, message: Message, value: dict[str, Any]) -> Message:
+        changes: dict[str, Any] = {}
+        for member, cls in self._nested[message.TYPE]:
+            raw = value.get(member)
+            if raw is None:
+                continue
+            if member == "tools":
+                if any(_unknown_members(item, cls) for item in raw):
+                    changes[member] = tuple(_with_extra(item, cls) for item in raw)
+            elif _unknown_members(raw, cls):
+                changes[member] = _with_extra(raw, cls)
+        return msgspec.structs.replace(message, **changes) if changes else message
+
+
+def _unknown_members(raw: dict[str, Any], cls: type[_Object]) -> set[str]:
+    return set(raw.keys() - shared_object_members("format" if cls is Format else "tool"))
+
+
+def _with_extra(raw: dict[str, Any], cls: type[_Object]) -> _Object:
+    obj = msgspec.convert(raw, cls, strict=False)
+    unknown = _unknown_members(raw, cls)
+    return (
+        msgspec.structs.replace(obj, extra={k: raw[k] for k in raw if k in unknown})
+        if unknown
+        else obj
+    )
+
+
+def _nested_members() -> dict[str, tuple[tuple[str, type[_Object]], ...]]:
+    """Members of hello and ready that hold typed objects which keep unknown members."""
+    formats = (("input", Format), ("output", Format))
+    return {
+        Hello.TYPE: (("tools", Tool), *formats),
+        Ready.TYPE: formats,
+    }
+
+
+@cache
+def _default_decoder(sender: Sender) -> Decoder:
+    return Decoder(sender)
+
+
+def decode_client(data: bytes | str) -> Decoded[ClientMessage] | Invalid:
+    """Decode a frame a client sent, with the default limits."""
+    return cast("Decoded[ClientMessage] | Invalid", _default_decoder("client").decode(data))
+
+
+def decode_server(data: bytes | str) -> Decoded[ServerMessage] | Invalid:
+    """Decode a frame a server sent, with the default limits."""
+    return cast("Decoded[ServerMessage] | Invalid", _default_decoder("server").decode(data))
+
+
+# --- encoding -------------------------------------------------------------------------
+
+_ENCODER: Final = msgspec.json.Encoder()
+
+
+def _has_extra(message: Message) -> bool:
+    if message.extra is not UNSET:
+        return True
+    if isinstance(message, (Hello, Ready)):
+        objects: list[Any] = [message.input, message.output]
+        if isinstance(message, Hello) and message.tools is not UNSET:
+            objects.extend(message.tools)
+        return any(isinstance(o, _Object) and o.extra is not UNSET for o in objects)
+    return False
+
+
+def _wire_object(obj: _Object) -> dict[str, Any]:
+    """The object as it goes on the wire: its members, then unknown members it kept."""
+    wire: dict[str, Any] = msgspec.to_builtins(obj)
+    extra = wire.pop("extra", None)
+    if isinstance(obj, Hello) and obj.tools is not UNSET:
+        wire["tools"] = [_wire_object(t) for t in obj.tools]
+    if isinstance(obj, (Hello, Ready)):
+        for member in ("input", "output"):
+            fmt = getattr(obj, member)
+            if isinstance(fmt, Format):
+                wire[member] = _wire_object(fmt)
+    if extra:
+        for key, item in extra.items():
+            wire.setdefault(key, item)
+    return wire
+
+
+def encode(message: Message, seq: int = 0) -> bytes:
+    """The compact canonical text of ``message`` with ``seq``.
+
+    Members appear as ``v``, ``seq``, ``type``, then the message's members in schema
+    order, then unknown members it kept (§2.2), never one name twice. Integers are
+    written as integers; required members are written even when null.
+    """
+    try:
+        if not _has_extra(message):
+            return b'{"v":1,"seq":%d,%b' % (seq, _ENCODER.encode(message)[1:])
+        wire = {"v": 1, "seq": seq}
+        for key, item in _wire_object(message).items():
+            wire.setdefault(key, item)
+        return _ENCODER.encode(wire)
+    except (TypeError, ValueError, msgspec.EncodeError) as exc:
+        raise LocalProtocolError(f"{message.TYPE} cannot be encoded: {exc}") from exc

@@ -1,0 +1,14 @@
+"""The asyncio vRT server around the sans-I/O core (``vrt.protocol.server``)."""
+
+from .app import VrtServer
+from .auth import Authenticator, TokenAuthenticator, parse_token_spec
+from .store import MemorySessionStore, SessionStore
+
+__all__ = [
+    "Authenticator",
+    "MemorySessionStore",
+    "SessionStore",
+    "TokenAuthenticator",
+    "VrtServer",
+    "parse_token_spec",
+]

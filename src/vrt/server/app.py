@@ -1,0 +1,341 @@
+"""The vRT server: WebSocket connections, the session registry and the agents.
+
+Usage as a library::
+
+    server = VrtServer(scripted_agent)
+    await server.start("127.0.0.1", 8765)
+    await server.serve_forever()
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import inspect
+import logging
+import ssl
+from collections.abc import Iterable
+from dataclasses import replace
+from typing import Any
+from urllib.parse import parse_qsl, urlsplit
+
+from picows import (
+    WSCloseCode,
+    WSUpgradeRequest,
+    WSUpgradeResponse,
+    WSUpgradeResponseWithListener,
+    ws_create_server,
+)
+
+from ..agents.base import Agent, AgentFactory, AgentSession, SessionInfo
+from ..protocol.messages import UNSET, Format, Hello
+from ..protocol.server import HelloReceived, ServerConfig, ServerSession
+from .auth import Authenticator
+from .store import MemorySessionStore, SessionStore
+from .websocket import ClientConnection
+
+__all__ = ["VrtServer"]
+
+log = logging.getLogger("vrt.server")
+
+#: Query parameters that look like credentials; never honoured (§5.3), always warned about.
+_CREDENTIAL_PARAMS = frozenset({"token", "auth", "access_token", "key", "api_key", "apikey"})
+
+
+class _AgentHost:
+    """One session's agent: its task and the AgentSession it talks through."""
+
+    __slots__ = ("agent_session", "task")
+
+    def __init__(self, agent_session: AgentSession, task: asyncio.Task[None]) -> None:
+        self.agent_session = agent_session
+        self.task = task
+
+
+class VrtServer:
+    """A vRT server: accepts WebSockets, opens and resumes sessions, runs one agent each.
+
+    :param agent_factory: builds the agent of each new session (``SessionInfo`` in).
+    :param authenticator: maps ``hello.auth`` to a principal, or None to refuse; without
+        one the server does not authenticate and ignores ``auth`` (§5.3).
+    :param config: protocol settings and limits (``ServerConfig``); the input and
+        output formats come from each agent.
+    :param resume_window: seconds a parked session waits for a resume (§5.1).
+    :param allowed_origins: when given, a browser's ``Origin`` must be one of them
+        (against cross-site WebSocket hijacking); requests without Origin pass.
+    """
+
+    def __init__(
+        self,
+        agent_factory: AgentFactory,
+        *,
+        authenticator: Authenticator | None = None,
+        config: ServerConfig | None = None,
+        resume_window: float = 30.0,
+        store: SessionStore | None = None,
+        ssl_context: ssl.SSLContext | None = None,
+        allowed_origins: Iterable[str] | None = None,
+        max_message_bytes: int | None = None,
+    ) -> None:
+        self.agent_factory = agent_factory
+        self.authenticator = authenticator
+        self.config = config or ServerConfig()
+        self.resume_window = resume_window
+        self.store: SessionStore = store or MemorySessionStore()
+        self.ssl_context = ssl_context
+        self.allowed_origins = frozenset(allowed_origins) if allowed_origins else None
+        self.max_message_bytes = max_message_bytes or self.config.limits.max_frame_bytes
+        self._server: asyncio.Server | None = None
+        self._connections: set[ClientConnection] = set()
+        self._bound: dict[str, ClientConnection] = {}
+        self._agents: dict[str, _AgentHost] = {}
+        self._sessions: dict[str, ServerSession] = {}
+        self._opening: set[asyncio.Task[None]] = set()
+        self.url = ""
+
+    # -- lifecycle --
+
+    async def start(self, host: str = "127.0.0.1", port: int = 8765) -> str:
+        """Listen; returns the URL clients connect to (``ws://`` or ``wss://``)."""
+        self._server = await ws_create_server(
+            self._accept,
+            host,
+            port,
+            ssl=self.ssl_context,
+            max_frame_size=self.max_message_bytes,
+            enable_auto_pong=False,
+            enable_auto_ping=False,
+            websocket_handshake_timeout=10,
+        )
+        bound_port = self._server.sockets[0].getsockname()[1]
+        scheme = "wss" if self.ssl_context is not None else "ws"
+        shown = f"[{host}]" if ":" in host else host
+        self.url = f"{scheme}://{shown}:{bound_port}"
+        return self.url
+
+    async def serve_forever(self) -> None:
+        assert self._server is not None, "start() first"
+        await self._server.serve_forever()
+
+    async def close(self) -> None:
+        """Stop accepting, close every session and connection (1001), stop the agents."""
+        if self._server is not None:
+            self._server.close()
+        for task in list(self._opening):
+            task.cancel()
+        for session in list(self._sessions.values()):
+            self._end_session(session, "server shutting down", code=1001)
+        for connection in list(self._connections):
+            if connection.transport is not None and not connection.closed:
+                connection.transport.send_close(WSCloseCode.GOING_AWAY, b"server shutting down")
+                connection.transport.disconnect()
+        tasks = [host.task for host in self._agents.values()]
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+        if self._server is not None:
+            with contextlib.suppress(Exception):
+                await asyncio.wait_for(self._server.wait_closed(), 2.0)
+
+    @property
+    def session_count(self) -> int:
+        return len(self._sessions)
+
+    def session(self, session_id: str) -> ServerSession | None:
+        """A live session of this process (for tests and operators)."""
+        return self._sessions.get(session_id)
+
+    # -- connections --
+
+    def _accept(self, request: WSUpgradeRequest) -> Any:
+        origin = request.headers.get("Origin")
+        if (
+            self.allowed_origins is not None
+            and origin is not None
+            and origin not in self.allowed_origins
+        ):
+            log.warning("refused a WebSocket from origin %r", origin)
+            return WSUpgradeResponseWithListener(
+                WSUpgradeResponse.create_error_response(403, b"origin not allowed"), None
+            )
+        query = urlsplit(request.path.decode("latin-1", "replace")).query
+        if any(name.lower() in _CREDENTIAL_PARAMS for name, _ in parse_qsl(query)):
+            log.warning(
+                "a client put a credential in the URL; it is ignored: send it in hello.auth (§5.3)"
+            )
+        return ClientConnection(self)
+
+    def _connected(self, connection: ClientConnection) -> None:
+        self._connections.add(connection)
+
+    def _disconnected(self, connection: ClientConnection) -> None:
+        self._connections.discard(connection)
+        core = connection.core
+        session = core.session
+        core.connection_lost(connection.loop.time())
+        if session is not None and self._bound.get(session.session_id) is connection:
+            del self._bound[session.session_id]
+            if session.status == "parked":
+                connection.loop.call_later(self.resume_window, self._expire, session)
+
+    def _expire(self, session: ServerSession) -> None:
+        loop = asyncio.get_running_loop()
+        if session.expired(loop.time(), self.resume_window):
+            log.info("session %s expired", session.session_id)
+            self._end_session(session, "resume window expired")
+
+    def _pump(self, connection: ClientConnection) -> None:
+        """After the core ran for ``connection``: start opening a hello, hand the
+        session's events to its agent, write frames, re-arm the timer."""
+        core = connection.core
+        for event in core.take_events():
+            self._start_opening(connection, event)
+        session = core.session
+        if session is not None:
+            self._deliver(session)
+        connection.flush()
+        connection.arm()
+        if session is not None and session.status == "closed":
+            self._end_session(session, "session closed")
+
+    def _deliver(self, session: ServerSession) -> None:
+        events = session.take_events()
+        if events:
+            host = self._agents.get(session.session_id)
+            if host is not None:
+                host.agent_session._deliver(events)
+
+    def _flush_session(self, session: ServerSession) -> None:
+        """After the agent acted on ``session``: deliver, write, re-arm."""
+        self._deliver(session)
+        connection = self._bound.get(session.session_id)
+        if connection is not None:
+            connection.flush()
+            connection.arm()
+        if session.status == "closed":
+            self._end_session(session, "session closed")
+
+    # -- opening (§5.2-§5.4) --
+
+    def _start_opening(self, connection: ClientConnection, event: HelloReceived) -> None:
+        task = asyncio.get_running_loop().create_task(self._open(connection, event.hello))
+        self._opening.add(task)
+        task.add_done_callback(self._opening.discard)
+
+    async def _open(self, connection: ClientConnection, hello: Hello) -> None:
+        core = connection.core
+        try:
+            principal = await self._authenticate(hello)
+        except _Refused:
+            core.refuse_unauthorized()
+            self._pump(connection)
+            return
+        if connection.closed:
+            return
+        if hello.session_id is not UNSET:
+            await self._resume(connection, hello.session_id, principal)
+        else:
+            await self._open_new(connection, hello, principal)
+
+    async def _authenticate(self, hello: Hello) -> str | None:
+        if self.authenticator is None:
+            return None
+        auth = hello.auth if hello.auth is not UNSET else None
+        try:
+            result = self.authenticator(auth)
+            principal = await result if inspect.isawaitable(result) else result
+        except Exception:
+            log.exception("the authenticator failed; refusing the hello")
+            raise _Refused from None
+        if principal is None:
+            raise _Refused
+        return str(principal)
+
+    async def _resume(
+        self, connection: ClientConnection, session_id: str, principal: str | None
+    ) -> None:
+        session = await self.store.get(session_id)
+        core = connection.core
+        if connection.closed:
+            return
+        if session is None or session.principal != principal or session.status == "closed":
+            core.refuse_resume()  # §5.3: a foreign session looks exactly like an unknown one
+            self._pump(connection)
+            return
+        previous = self._bound.get(session_id)
+        replaced = core.open(session, connection.loop.time())
+        if session.state.closed:  # the resume could not resend what the client missed
+            self._end_session(session, "resume failed")
+            self._pump(connection)
+            return
+        self._bound[session_id] = connection
+        if replaced is not None and previous is not None and previous is not connection:
+            previous.flush()
+        self._pump(connection)
+
+    async def _open_new(
+        self, connection: ClientConnection, hello: Hello, principal: str | None
+    ) -> None:
+        core = connection.core
+        info = SessionInfo(
+            principal=principal,
+            tools=hello.tools if hello.tools is not UNSET else (),
+            capabilities=hello.capabilities if hello.capabilities is not UNSET else (),
+            input=hello.input if isinstance(hello.input, Format) else None,
+            output=hello.output if isinstance(hello.output, Format) else None,
+            context=hello.context if hello.context is not UNSET else None,
+        )
+        try:
+            made = self.agent_factory(info)
+            agent: Agent = await made if inspect.isawaitable(made) else made
+        except Exception as exc:
+            log.exception("the agent could not start")
+            core.refuse_start(f"the session could not start: {type(exc).__name__}")
+            self._pump(connection)
+            return
+        if connection.closed:
+            return
+        config = replace(
+            self.config, input_formats=agent.input_formats, output_formats=agent.output_formats
+        )
+        session = ServerSession(hello, config, principal=principal)
+        await self.store.add(session)
+        self._sessions[session.session_id] = session
+        self._bound[session.session_id] = connection
+        loop = connection.loop
+        agent_session = AgentSession(session, lambda: self._flush_session(session), loop.time)
+        task = loop.create_task(self._run_agent(agent, agent_session, session))
+        self._agents[session.session_id] = _AgentHost(agent_session, task)
+        core.open(session, loop.time())
+        log.info("session %s opened", session.session_id)
+        self._pump(connection)
+
+    async def _run_agent(
+        self, agent: Agent, agent_session: AgentSession, session: ServerSession
+    ) -> None:
+        try:
+            await agent.run(agent_session)
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:
+            log.exception("the agent of session %s failed", session.session_id)
+            session.agent_error(f"the agent failed: {type(exc).__name__}", recoverable=False)
+            session.close("agent failed")
+            self._flush_session(session)
+
+    def _end_session(self, session: ServerSession, reason: str, code: int = 1000) -> None:
+        session_id = session.session_id
+        if self._sessions.pop(session_id, None) is None:
+            return
+        session.close(reason, code)
+        connection = self._bound.pop(session_id, None)
+        if connection is not None:
+            connection.flush()
+        host = self._agents.pop(session_id, None)
+        if host is not None and host.task is not asyncio.current_task():
+            host.task.cancel()
+        asyncio.get_running_loop().create_task(self.store.remove(session_id))
+
+
+class _Refused(Exception):
+    pass

@@ -1,0 +1,180 @@
+"""The WebSocket edge of the server: picows frames in, protocol core, frames out.
+
+picows hands over raw frames, so this layer does what a WebSocket library would
+otherwise do for us: it joins fragmented messages, bounds their size (close 1009),
+checks that text is UTF-8 (close 1007, messages.md), answers pings itself so that
+they count as frames for the heartbeat (§4.4) and completes the close handshake.
+It never decides protocol behaviour: that is :class:`~vrt.protocol.server.ServerConnection`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from typing import TYPE_CHECKING, Final, cast
+
+from picows import WSCloseCode, WSFrame, WSListener, WSMsgType, WSTransport
+
+from ..protocol.server import Close, SendBinary, SendText, ServerConnection
+
+if TYPE_CHECKING:
+    from .app import VrtServer
+
+__all__ = ["ClientConnection"]
+
+log = logging.getLogger("vrt.server")
+
+#: How long a closing connection waits for the peer's close frame before dropping it.
+CLOSE_TIMEOUT: Final = 2.0
+#: Buffered output beyond which a slow reader's connection is closed; its session parks
+#: and resumes with nothing lost, since sequenced messages are kept (§4.1).
+MAX_WRITE_BUFFER: Final = 8 << 20
+
+_TEXT: Final = WSMsgType.TEXT
+_BINARY: Final = WSMsgType.BINARY
+
+
+class ClientConnection(WSListener):
+    """One client WebSocket."""
+
+    def __init__(self, server: VrtServer) -> None:
+        super().__init__()
+        self.server = server
+        self.loop = asyncio.get_running_loop()
+        self.core = ServerConnection(server.config, self.loop.time())
+        self.transport: WSTransport | None = None
+        self.closed = False
+        self._fragments: bytearray | None = None
+        self._fragment_type = _TEXT
+        self._timer: asyncio.TimerHandle | None = None
+        self._paused = False
+
+    # -- picows callbacks --
+
+    def on_ws_connected(self, transport: WSTransport) -> None:
+        self.transport = transport
+        self.server._connected(self)
+        self.arm()
+
+    def on_ws_frame(self, transport: WSTransport, frame: WSFrame) -> None:
+        if self.closed:
+            return
+        kind = frame.msg_type
+        if kind in (_TEXT, _BINARY):
+            if frame.fin:
+                self._message(kind, frame.get_payload_as_bytes())
+            else:
+                self._fragment_type = kind
+                self._fragments = bytearray(frame.get_payload_as_memoryview())
+                self._check_fragment_size()
+        elif kind == WSMsgType.CONTINUATION:
+            if self._fragments is None:
+                self._fail(WSCloseCode.PROTOCOL_ERROR, "continuation without a message")
+                return
+            self._fragments += frame.get_payload_as_memoryview()
+            if self._check_fragment_size() and frame.fin:
+                data, self._fragments = bytes(self._fragments), None
+                self._message(self._fragment_type, data)
+        elif kind == WSMsgType.PING:
+            transport.send_pong(frame.get_payload_as_bytes())
+            self.core.frame_received(self.loop.time())
+        elif kind == WSMsgType.PONG:
+            self.core.frame_received(self.loop.time())
+        elif kind == WSMsgType.CLOSE:
+            # Echo the peer's close (RFC 6455 §5.5.1); the session parks on disconnect.
+            if not transport.is_close_frame_sent:
+                transport.send_close(frame.get_close_code())
+            transport.disconnect()
+            return
+        self.server._pump(self)
+
+    def on_ws_disconnected(self, transport: WSTransport) -> None:
+        self.closed = True
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
+        self.server._disconnected(self)
+
+    def pause_writing(self) -> None:
+        self._paused = True
+
+    def resume_writing(self) -> None:
+        self._paused = False
+
+    # -- frames --
+
+    def _message(self, kind: WSMsgType, payload: bytes) -> None:
+        now = self.loop.time()
+        if kind == _TEXT:
+            if not payload.isascii():
+                try:
+                    payload.decode("utf-8")
+                except UnicodeDecodeError:
+                    self._fail(WSCloseCode.INVALID_TEXT, "text frame is not UTF-8")
+                    return
+            self.core.receive_text(payload, now)
+        else:
+            self.core.receive_binary(payload, now)
+
+    def _check_fragment_size(self) -> bool:
+        assert self._fragments is not None
+        if len(self._fragments) > self.server.max_message_bytes:
+            self._fail(WSCloseCode.MESSAGE_TOO_BIG, "message too big")
+            return False
+        return True
+
+    def _fail(self, code: WSCloseCode, reason: str) -> None:
+        """A WebSocket-level failure: close at once; the session parks and stays resumable."""
+        self._fragments = None
+        if self.transport is not None and not self.closed:
+            self.transport.send_close(code, reason.encode())
+            self.transport.disconnect()
+
+    def flush(self) -> None:
+        """Write what the core has for this connection."""
+        transport = self.transport
+        if transport is None:
+            return
+        outbox = self.core.take_outbox()
+        if not outbox or self.closed:
+            return
+        for item in outbox:
+            if type(item) is SendText:
+                transport.send(_TEXT, item.data)
+            elif type(item) is SendBinary:
+                if not self._paused:  # realtime audio: late is worse than lost (§5.4)
+                    transport.send(_BINARY, item.data)
+            elif isinstance(item, Close):
+                transport.send_close(cast(WSCloseCode, item.code), item.reason.encode())
+                self.loop.call_later(CLOSE_TIMEOUT, transport.disconnect)
+                return
+        if (
+            self._paused
+            and transport.underlying_transport.get_write_buffer_size() > MAX_WRITE_BUFFER
+        ):
+            log.warning("closing a connection that does not read what it is sent")
+            self._fail(WSCloseCode.POLICY_VIOLATION, "not reading")
+
+    # -- timers --
+
+    def arm(self) -> None:
+        """Schedule the core's next deadline (heartbeat, acks, tool timeouts)."""
+        deadline = self.core.timer_deadline()
+        timer = self._timer
+        if deadline is None or self.closed:
+            if timer is not None:
+                timer.cancel()
+                self._timer = None
+            return
+        if timer is not None:
+            if timer.when() <= deadline:
+                return  # fires first; on_timer re-arms for whatever is due then
+            timer.cancel()
+        self._timer = self.loop.call_at(deadline, self._on_timer)
+
+    def _on_timer(self) -> None:
+        self._timer = None
+        if self.closed:
+            return
+        self.core.on_timer(self.loop.time())
+        self.server._pump(self)
