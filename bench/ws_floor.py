@@ -111,6 +111,26 @@ def cpu_s(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / _TICK
 
 
+def machine_cpu_s() -> tuple[float, float]:
+    """(busy, steal) CPU seconds of the whole machine, from /proc/stat."""
+    with open("/proc/stat") as f:
+        v = [int(x) for x in f.readline().split()[1:]]
+    user, nice, system, idle, iowait, irq, softirq, steal = (v + [0] * 8)[:8]
+    return (user + nice + system + irq + softirq) / _TICK, steal / _TICK
+
+
+def wait_quiet(max_wait: float, threshold: float = 0.3) -> float:
+    """Wait (bounded) until the machine is nearly idle; return the last busy-cores sample."""
+    deadline = time.monotonic() + max_wait
+    while True:
+        b0, _ = machine_cpu_s()
+        time.sleep(1.0)
+        busy = machine_cpu_s()[0] - b0
+        if busy < threshold or time.monotonic() >= deadline:
+            return busy
+        time.sleep(2.0)
+
+
 def self_cpu_s() -> float:
     r = resource.getrusage(resource.RUSAGE_SELF)
     return r.ru_utime + r.ru_stime
@@ -536,6 +556,8 @@ def main() -> int:
     ap.add_argument("--reps", type=int, help="repetitions per server (median reported)")
     ap.add_argument("--servers", default=",".join(KINDS), help="comma-separated subset of " + ",".join(KINDS))
     ap.add_argument("--ws-max-queue", type=int, default=64, help="websockets max_queue (frames)")
+    ap.add_argument("--wait-quiet", type=float, default=0.0, metavar="S",
+                    help="before each server run, wait up to S seconds for other load to stop")
     ap.add_argument("--out", default=str(Path(__file__).resolve().parent / "results" / "ws_floor.json"))
     # internal: server subprocess
     ap.add_argument("--serve", choices=KINDS, help=argparse.SUPPRESS)
@@ -561,6 +583,7 @@ def main() -> int:
     for k in kinds:
         if k not in KINDS:
             ap.error(f"unknown server {k}")
+    cfg["budget_s"] += args.wait_quiet * cfg["reps"] * len(kinds)
 
     atexit.register(_kill_children)
     for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
@@ -581,16 +604,26 @@ def main() -> int:
                 if time.monotonic() - started > cfg["budget_s"]:
                     errors.append(f"time budget exhausted before rep {rep} {kind}")
                     break
+                if args.wait_quiet > 0:
+                    busy = wait_quiet(args.wait_quiet)
+                    if busy >= 0.3:
+                        print(f"  (machine still busy: {busy:.2f} cores; measuring anyway)", flush=True)
                 p, port = start_server(kind, args)
                 try:
+                    m0, st0, me0, t0 = *machine_cpu_s(), self_cpu_s() + cpu_s(p.pid), time.monotonic()
                     res = client_run(port, p.pid, cfg)
+                    m1, st1, me1, t1 = *machine_cpu_s(), self_cpu_s() + cpu_s(p.pid), time.monotonic()
+                    # CPU used by anything but this benchmark (other jobs on the VM) and steal
+                    res["foreign_cores"] = max(0.0, ((m1 - m0) - (me1 - me0)) / (t1 - t0))
+                    res["steal_cores"] = (st1 - st0) / (t1 - t0)
                     res["rep"] = rep
                     raw[kind].append(res)
                     print(f"  rep {rep} {kind:20s} rtt p50 {res['rtt']['p50_us']:6.0f} us  "
                           f"push {res['push']['k_per_s']:4.0f} k/s  bin {res['bin']['k_per_s']:4.0f} k/s  "
                           f"bin64 {res['bin_batched']['k_per_s']:4.0f} k/s  "
                           f"idle {res['idle']['rss_kb_per_conn']:5.1f} KB/conn "
-                          f"{res['idle']['connect_per_s']:5.0f} conn/s", flush=True)
+                          f"{res['idle']['connect_per_s']:5.0f} conn/s  "
+                          f"foreign load {res['foreign_cores']:.2f} cores", flush=True)
                 except Exception as e:  # keep going with the other servers
                     errors.append(f"rep {rep} {kind}: {type(e).__name__}: {e}")
                     print(f"  rep {rep} {kind}: ERROR {type(e).__name__}: {e}", flush=True)
@@ -604,6 +637,10 @@ def main() -> int:
     print(f"medians of {cfg['reps']} rep(s); server pinned to CPU {SERVER_CPU}, "
           f"picows/uvloop client pinned to CPU {CLIENT_CPU}")
     print(table(summary))
+    foreign = [r["foreign_cores"] for v in raw.values() for r in v]
+    if foreign and max(foreign) > 0.25:
+        print(f"WARNING: other processes used up to {max(foreign):.2f} of {os.cpu_count()} cores "
+              f"during this run; treat the figures as noisy.")
     if errors:
         print("errors:", *errors, sep="\n  ")
 
@@ -619,7 +656,7 @@ def main() -> int:
         "when": time.strftime("%Y-%m-%dT%H:%M:%S%z"), "elapsed_s": round(time.monotonic() - started, 1),
         "config": cfg, "versions": versions(), "cpus": os.cpu_count(),
         "loadavg_end": os.getloadavg(), "client": "picows ws_connect on uvloop, CPU 1",
-        "ws_max_queue": args.ws_max_queue, "summary": summary, "raw": raw, "errors": errors,
+        "ws_max_queue": args.ws_max_queue, "wait_quiet": args.wait_quiet, "summary": summary, "raw": raw, "errors": errors,
     }
     out.write_text(json.dumps(doc, indent=1))
     print(f"wrote {out}")

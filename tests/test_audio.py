@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import math
 import struct
 import warnings
@@ -141,7 +142,7 @@ class TestToneAndSilence:
     def test_frequency(self) -> None:
         # 440 Hz over one second: 880 sign changes, give or take the edges.
         samples = unpack(tone(1000, PCM16_16K))
-        crossings = sum(1 for a, b in zip(samples, samples[1:], strict=False) if (a < 0) != (b < 0))
+        crossings = sum(1 for a, b in itertools.pairwise(samples) if (a < 0) != (b < 0))
         assert abs(crossings - 880) <= 2
 
     def test_slices_of_one_tone_are_continuous(self) -> None:

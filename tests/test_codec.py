@@ -49,7 +49,7 @@ from vrt.protocol import (
     encode,
 )
 from vrt.protocol.messages import CLIENT_TYPES, SERVER_TYPES
-from vrt.protocol.schemas import Sender
+from vrt.protocol.schemas import Sender, message_schemas
 
 MAX_U32: Final = 4294967295
 
@@ -591,6 +591,46 @@ class TestSection2_2Members:
         assert decoded_ready.input.extra == {"q": 1}
         assert decoded_ready.extra == {"z": []}
 
+    @pytest.mark.parametrize(
+        ("sender", "text"),
+        [
+            (
+                "client",
+                '{"v":1,"seq":1,"type":"tool.result","callId":"c","epoch":1,"ok":true,'
+                '"output":1,"code":"NOPE"}',
+            ),
+            (
+                "client",
+                '{"v":1,"seq":1,"type":"tool.result","callId":"c","epoch":1,"ok":true,'
+                '"output":1,"message":5}',
+            ),
+            (
+                "server",
+                '{"v":1,"seq":1,"type":"tool.stream","callId":"c","name":"n","turnId":"t",'
+                '"epoch":1,"phase":"start","code":null}',
+            ),
+            (
+                "server",
+                '{"v":1,"seq":1,"type":"tool.stream","callId":"c","name":"n","turnId":"t",'
+                '"epoch":1,"phase":"progress","progress":1,"delta":5}',
+            ),
+        ],
+        ids=["result-ok-code", "result-ok-message", "stream-start-code", "stream-progress-delta"],
+    )
+    def test_members_of_an_inactive_branch_follow_the_schema(
+        self, sender: Sender, text: str
+    ) -> None:
+        """The schema constrains code/message of tool.result only when ok is false, and
+        delta/code of tool.stream only in their phase; elsewhere they are unconstrained
+        and the schema accepts the message. "Where this document and a schema disagree
+        about the structure of a message, the schema wins": the decoder must agree with
+        the schema (or, if the project decides these are invalid, the schema must say so
+        and the Invalid must carry its type and a readable reason)."""
+        type_ = json.loads(text)["type"]
+        assert message_schemas()[sender][type_].validator.is_valid(json.loads(text))
+        result = DECODERS[sender].decode(text)
+        assert isinstance(result, Decoded), f"schema-valid message refused: {result}"
+
     def test_unknown_member_named_like_a_member_of_another_type(self) -> None:
         ping = decoded(CLIENT.decode(frame("ping", text="x", upTo=3))).message
         assert ping == Ping(extra={"text": "x", "upTo": 3})
@@ -1051,6 +1091,19 @@ class TestEncoder:
         data = encode(first.message, first.seq)
         assert wire(data) == json.loads(text)
         assert DECODERS[sender].decode(data) == first
+
+    def test_nested_unknown_members_named_like_envelope_members_are_kept(self) -> None:
+        """Inside a tool or format, v, seq and type are ordinary unknown members (a tool
+        declared as {"type": "function", ...} is common) and must be preserved (§2.2)."""
+        text = (
+            '{"v":1,"seq":0,"type":"hello","tools":[{"name":"a","type":"function","v":2}],'
+            '"input":{"encoding":"pcm16","seq":7}}'
+        )
+        first = decoded(CLIENT.decode(text))
+        assert first.message.tools[0].extra == {"type": "function", "v": 2}
+        data = encode(first.message, first.seq)
+        assert wire(data) == json.loads(text)
+        assert CLIENT.decode(data) == first
 
     def test_unknown_members_follow_known_ones(self) -> None:
         data = encode(UserText(text="a", extra={"z": 1}), 2)

@@ -13,7 +13,8 @@ from __future__ import annotations
 
 import json
 import os
-from typing import Any, Final
+import typing
+from typing import Any, Final, Literal
 
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -29,6 +30,7 @@ from vrt.protocol import (
     Decoder,
     Error,
     ErrorCode,
+    FailureCode,
     Format,
     Hello,
     Interrupt,
@@ -45,6 +47,7 @@ from vrt.protocol import (
     ToolCallDelta,
     ToolResult,
     ToolStream,
+    ToolStreamPhase,
     Transcript,
     TurnState,
     UserText,
@@ -61,15 +64,16 @@ settings.register_profile(
 )
 settings.register_profile(
     "vrt-long",
-    max_examples=2000,
+    max_examples=1000,
     deadline=None,
     suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
 )
-PROFILE: Final = settings.get_profile(
-    "vrt-long" if os.environ.get("VRT_LONG") else "vrt-properties"
-)
+LONG: Final = bool(os.environ.get("VRT_LONG"))
+PROFILE: Final = settings.get_profile("vrt-long" if LONG else "vrt-properties")
+pytestmark = [pytest.mark.timeout(1800)] if LONG else []
 
 MAX_U32: Final = 4294967295
+ENCODINGS: Final[tuple[Literal["pcm16", "pcmu", "opus"], ...]] = ("pcm16", "pcmu", "opus")
 CODES: Final = frozenset(
     {
         ErrorCode.MALFORMED,
@@ -93,7 +97,7 @@ tool_names = st.from_regex(r"\A[A-Za-z0-9_.-]{1,64}\Z")
 capability_tokens = st.from_regex(r"\A[a-z0-9]{1,8}([.-][a-z0-9]{1,8}){0,4}\Z").filter(
     lambda t: len(t) <= 64
 )
-failure_codes = st.sampled_from(["INTERRUPTED", "REJECTED", "INVALID", "TIMEOUT", "FAILED"])
+failure_codes = st.sampled_from(typing.get_args(FailureCode))
 error_codes = st.from_regex(r"\A[A-Z]{1,10}(_[A-Z]{1,10}){0,3}\Z")
 
 json_scalars = (
@@ -129,7 +133,7 @@ def optional(strategy: st.SearchStrategy[Any]) -> st.SearchStrategy[Any]:
 
 @st.composite
 def formats(draw: st.DrawFn) -> Format:
-    encoding = draw(st.sampled_from(["pcm16", "pcmu", "opus"]))
+    encoding = draw(st.sampled_from(ENCODINGS))
     rate = st.just(8000) if encoding == "pcmu" else st.integers(1, 384000)
     return Format(
         encoding=encoding,
@@ -184,19 +188,7 @@ def tool_results(draw: st.DrawFn) -> ToolResult:
 
 @st.composite
 def tool_streams(draw: st.DrawFn) -> ToolStream:
-    phase = draw(
-        st.sampled_from(
-            [
-                "start",
-                "arguments-delta",
-                "arguments-complete",
-                "progress",
-                "settled",
-                "cancelled",
-                "failed",
-            ]
-        )
-    )
+    phase = draw(st.sampled_from(typing.get_args(ToolStreamPhase)))
     members: dict[str, Any] = {}
     if phase == "arguments-delta":
         members["delta"] = draw(st.text(max_size=20))
@@ -370,7 +362,7 @@ def test_decode_encode_round_trip(sender: Sender, type_: str, data: st.DataObjec
     message_strategy, seq_strategy = STRATEGIES[sender][type_]
     message: Message = data.draw(message_strategy, label="message")
     seq = data.draw(seq_strategy, label="seq")
-    assert message.TYPE == type_
+    assert type_ == message.TYPE
     encoded = encode(message, seq)
     result = DECODERS[sender].decode(encoded)
     assert isinstance(result, Decoded), f"{encoded!r} refused: {result}"
@@ -409,13 +401,17 @@ def check_outcome(decoder: Decoder, data: bytes | str) -> Decoded[Any] | Invalid
     too_deep = depth(value) > limits.max_depth
     tools = value.get("tools") if isinstance(value, dict) else None
     too_many_tools = isinstance(tools, list) and len(tools) > limits.max_tools
+    exceeded = too_big or too_deep or too_many_tools
     if isinstance(result, Invalid):
         assert result.code in CODES, result
         assert result.reason
         if result.code == ErrorCode.LIMIT_EXCEEDED:
-            assert too_big or too_deep or too_many_tools, f"no limit exceeded: {result}"
+            assert exceeded, f"no limit exceeded: {result}"
+        if result.code == ErrorCode.INVALID_FIELD:
+            # Invalid.type: "The message type, once rules 1-3 have passed"
+            assert result.type is not None, result
     else:
-        assert not (too_big or too_deep or too_many_tools), f"a limit was exceeded: {result}"
+        assert not exceeded, f"a limit was exceeded: {result}"
     if too_big:
         assert isinstance(result, Invalid)
         assert result.code == ErrorCode.LIMIT_EXCEEDED
@@ -463,8 +459,10 @@ def dumps(value: Any) -> str:
 @PROFILE
 @given(senders, limited, any_json)
 def test_arbitrary_json_values(sender: Sender, small: bool, value: Any) -> None:
-    result = check_outcome(pick(sender, small), dumps(value))
-    if not isinstance(value, dict):
+    decoder = pick(sender, small)
+    text = dumps(value)
+    result = check_outcome(decoder, text)
+    if not isinstance(value, dict) and len(text.encode()) <= decoder.limits.max_frame_bytes:
         assert isinstance(result, Invalid)
         assert result.code == ErrorCode.MALFORMED
 
@@ -475,7 +473,7 @@ KNOWN_MEMBERS: Final = sorted(
 REAL_TYPES: Final = sorted({t for s in SENDERS for t in message_schemas()[s]})
 member_names = st.sampled_from(KNOWN_MEMBERS) | st.text(max_size=8)
 member_values = (
-    any_json
+    json_values
     | u32
     | ids_short
     | formats().map(lambda f: json.loads(encode(Hello(input=f)))["input"])
@@ -487,9 +485,10 @@ member_values = (
 def objects_with_v1(draw: st.DrawFn) -> dict[str, Any]:
     members = draw(st.dictionaries(member_names, member_values, max_size=8))
     members["v"] = 1
-    members["type"] = draw(st.sampled_from(REAL_TYPES) | st.text(max_size=12))
+    real = st.sampled_from(REAL_TYPES)
+    members["type"] = draw(st.one_of(real, real, real, st.text(max_size=12)))
     if draw(st.booleans()):
-        members["seq"] = draw(st.sampled_from([0, 1, MAX_U32]) | u32 | any_json)
+        members["seq"] = draw(st.sampled_from([0, 1, MAX_U32]) | u32 | json_values)
     return members
 
 
@@ -497,14 +496,15 @@ def objects_with_v1(draw: st.DrawFn) -> dict[str, Any]:
 @given(senders, limited, objects_with_v1())
 def test_arbitrary_objects_with_v1(sender: Sender, small: bool, value: dict[str, Any]) -> None:
     result = check_outcome(pick(sender, small), dumps(value))
+    own_type = value["type"] in message_schemas()[sender]
     if isinstance(result, Invalid):
-        assert result.code not in (ErrorCode.MALFORMED, ErrorCode.UNSUPPORTED_VERSION)
+        assert result.code not in (ErrorCode.MALFORMED, ErrorCode.UNSUPPORTED_VERSION), result
         if result.code == ErrorCode.UNKNOWN_TYPE:
-            assert value["type"] not in message_schemas()[sender]
-        else:
-            assert result.type == value["type"]
+            assert not own_type, result
+        elif result.code == ErrorCode.INVALID_FIELD:
+            assert result.type == value["type"], result
     else:
-        assert result.message.TYPE == value["type"]
+        assert value["type"] == result.message.TYPE
 
 
 @PROFILE
@@ -520,3 +520,37 @@ def test_depth_limit_is_exact(sender: Sender, levels: int, shape: int) -> None:
     text = dumps({"v": 1, "seq": seq, "type": type_, **body})
     result = check_outcome(SMALL_DECODERS[sender], text)
     assert isinstance(result, Decoded) == (1 + levels <= SMALL.max_depth)
+
+
+@st.composite
+def mutated(draw: st.DrawFn) -> tuple[Sender, str, dict[str, Any]]:
+    """A valid message of a random type with one member other than v and type replaced,
+    added or removed."""
+    sender, type_ = draw(st.sampled_from(ALL_TYPES))
+    message_strategy, seq_strategy = STRATEGIES[sender][type_]
+    value = json.loads(encode(draw(message_strategy), draw(seq_strategy)))
+    names = sorted(members_of(sender, type_) - {"v", "type"})
+    name = draw(
+        st.sampled_from(names) | st.text(max_size=8).filter(lambda n: n not in ("v", "type"))
+    )
+    if name in value and draw(st.booleans()):
+        del value[name]
+    else:
+        value[name] = draw(member_values)
+    return sender, type_, value
+
+
+@PROFILE
+@given(limited, mutated())
+def test_mutated_valid_messages(small: bool, case: tuple[Sender, str, dict[str, Any]]) -> None:
+    """With v and type intact, rules 1-3 pass: the outcome is the message itself or
+    INVALID_FIELD (or a limit), and never for another type."""
+    sender, type_, value = case
+    result = check_outcome(pick(sender, small), dumps(value))
+    if isinstance(result, Invalid):
+        assert result.code in (ErrorCode.INVALID_FIELD, ErrorCode.LIMIT_EXCEEDED), result
+        if result.code == ErrorCode.INVALID_FIELD:
+            assert result.type == type_
+    else:
+        assert type_ == result.message.TYPE
+        assert json.loads(encode(result.message, result.seq)) == value

@@ -14,7 +14,7 @@ from typing import Annotated, Any
 import typer
 
 from . import __version__
-from .agents import DEFAULT_AGENT, load_agent
+from .agents import DEFAULT_AGENT, AgentSetupError, load_agent
 from .protocol.server import ServerConfig
 from .protocol.streams import DEFAULT_MAX_KEPT
 
@@ -99,6 +99,14 @@ def serve(
             "WebSocket hijacking.",
         ),
     ] = None,
+    agent_option: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--agent-option",
+            metavar="KEY=VALUE",
+            help="A setting of the agent, e.g. model=... (repeatable; see docs/agents.md).",
+        ),
+    ] = None,
     log_level: Annotated[str, typer.Option(help="debug, info, warning or error.")] = "info",
 ) -> None:
     """Start a vRT server. Stop it with Ctrl-C (SIGINT) or SIGTERM."""
@@ -107,14 +115,20 @@ def serve(
     logging.basicConfig(
         level=log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s"
     )
+    options: dict[str, str] = {}
+    for item in agent_option or ():
+        key, sep, setting = item.partition("=")
+        if not sep or not key:
+            raise _fail(f"--agent-option {item!r}: expected KEY=VALUE")
+        options[key] = setting
     try:
-        factory = load_agent(agent)
+        factory = load_agent(agent, options)
     except KeyError as exc:
         raise _fail(str(exc.args[0])) from None
+    except AgentSetupError as exc:
+        raise _fail(f"--agent {agent}: {exc}") from None
     except ImportError as exc:
-        raise _fail(
-            f"the {agent} agent needs a package that is not installed: {exc.name}"
-        ) from None
+        raise _fail(f"the {agent} agent needs a package that is missing: {exc.name}") from None
     authenticator = None
     if auth_token:
         try:
@@ -178,3 +192,113 @@ def _run(main: Coroutine[Any, Any, None]) -> None:
         asyncio.run(main)
     else:
         uvloop.run(main)
+
+
+@app.command()
+def chat(
+    url: Annotated[str, typer.Argument(help="Server URL, e.g. ws://127.0.0.1:8765")],
+    auth: Annotated[
+        str | None,
+        typer.Option(help="Credential sent in hello.auth (never in the URL, §5.3)."),
+    ] = None,
+    capability: Annotated[
+        list[str] | None,
+        typer.Option("--capability", help="Offer a capability, e.g. tool-stream-v1 (repeatable)."),
+    ] = None,
+    audio: Annotated[
+        bool, typer.Option("--audio", help="Talk and listen through the microphone and speaker.")
+    ] = False,
+) -> None:
+    """Talk to any vRT server by text in the terminal. Ctrl-C interrupts the agent; a
+    second Ctrl-C quits."""
+    from .chat import run_chat
+
+    raise typer.Exit(run_chat(url, auth=auth, capabilities=tuple(capability or ()), audio=audio))
+
+
+conformance = typer.Typer(
+    help="Judge any vRT server or client against the protocol, clause by clause.",
+    no_args_is_help=True,
+)
+app.add_typer(conformance, name="conformance")
+
+
+@conformance.command("server")
+def conformance_server(
+    url: Annotated[str, typer.Argument(help="The server under test, e.g. ws://127.0.0.1:8765")],
+    auth: Annotated[
+        str | None, typer.Option(help="A credential the server accepts (sent in hello.auth).")
+    ] = None,
+    auth_other: Annotated[
+        str | None,
+        typer.Option(help="A credential of another principal (enables the foreign-resume checks)."),
+    ] = None,
+    check: Annotated[
+        list[str] | None,
+        typer.Option("--check", "-k", help="Run only checks whose id contains this (repeatable)."),
+    ] = None,
+    json_report: Annotated[
+        Path | None, typer.Option("--json", help="Write a JSON report here.")
+    ] = None,
+    junit_report: Annotated[
+        Path | None, typer.Option("--junit", help="Write a JUnit XML report here.")
+    ] = None,
+    timeout: Annotated[float, typer.Option(help="Seconds allowed per check.")] = 20.0,
+) -> None:
+    """Run the server suite against URL. Exits non-zero if any MUST check fails."""
+    from .conformance.server_suite import run_server_suite
+
+    raise typer.Exit(
+        run_server_suite(
+            url,
+            auth=auth,
+            auth_other=auth_other,
+            select=tuple(check or ()),
+            json_path=json_report,
+            junit_path=junit_report,
+            timeout=timeout,
+        )
+    )
+
+
+@conformance.command(
+    "client", context_settings={"allow_extra_args": True, "ignore_unknown_options": True}
+)
+def conformance_client(
+    ctx: typer.Context,
+    check: Annotated[
+        list[str] | None,
+        typer.Option("--check", "-k", help="Run only checks whose id contains this (repeatable)."),
+    ] = None,
+    json_report: Annotated[
+        Path | None, typer.Option("--json", help="Write a JSON report here.")
+    ] = None,
+    junit_report: Annotated[
+        Path | None, typer.Option("--junit", help="Write a JUnit XML report here.")
+    ] = None,
+    timeout: Annotated[float, typer.Option(help="Seconds allowed per check.")] = 20.0,
+    ping_wait: Annotated[
+        float, typer.Option(help="Seconds to wait for a ping before skipping the ping checks.")
+    ] = 3.0,
+    jobs: Annotated[int, typer.Option(help="Checks run at once (each starts its own client).")] = 1,
+) -> None:
+    """Run the client suite: `vrt conformance client -- COMMAND...` starts COMMAND with
+    the test server's URL in VRT_URL for each check (see conformance/README.md)."""
+    from .conformance.client_suite import run_client_suite
+
+    command = list(ctx.args)
+    if not command:
+        raise _fail(
+            "give the client's command after --, e.g. vrt conformance client -- ./my-client"
+        )
+    raise typer.Exit(
+        run_client_suite(
+            command,
+            select=tuple(check or ()),
+            json_path=json_report,
+            junit_path=junit_report,
+            timeout=timeout,
+            ping_wait=ping_wait,
+            jobs=jobs,
+        )
+    )

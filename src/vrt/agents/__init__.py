@@ -1,16 +1,28 @@
 """Agents: what talks to the model behind a vRT session (see ``docs/agents.md``).
 
-``AGENTS`` maps the names ``vrt serve --agent NAME`` takes to their factories; an
-agent's module is imported only when it is chosen, so optional dependencies stay
-optional.
+``AGENTS`` maps the names ``vrt serve --agent NAME`` takes to a setup function
+``setup(options: dict[str, str]) -> AgentFactory``, which reads its configuration
+(``--agent-option KEY=VALUE`` and the environment) and raises :class:`AgentSetupError`
+with one line for the user when something is missing. An agent's module is imported
+only when it is chosen, so optional dependencies stay optional.
 """
 
 from __future__ import annotations
 
 import importlib
+from collections.abc import Callable
 from typing import Final
 
-from .base import Agent, AgentFactory, AgentSession, AudioItem, SessionInfo, ToolCallHandle, Turn
+from .base import (
+    Agent,
+    AgentFactory,
+    AgentSession,
+    AgentSetupError,
+    AudioItem,
+    SessionInfo,
+    ToolCallHandle,
+    Turn,
+)
 
 __all__ = [
     "AGENTS",
@@ -18,6 +30,7 @@ __all__ = [
     "Agent",
     "AgentFactory",
     "AgentSession",
+    "AgentSetupError",
     "AudioItem",
     "SessionInfo",
     "ToolCallHandle",
@@ -25,16 +38,19 @@ __all__ = [
     "load_agent",
 ]
 
-#: name -> "module:factory"
+#: name -> "module:setup"
 AGENTS: Final = {
-    "scripted": "vrt.agents.scripted:scripted_agent",
+    "scripted": "vrt.agents.scripted:setup",
+    "openai-realtime": "vrt.agents.openai_realtime:setup",
+    "openai-chat": "vrt.agents.openai_chat:setup",
 }
 #: The embedded default of ``vrt serve``, until an offline voice pipeline exists.
 DEFAULT_AGENT: Final = "scripted"
 
 
-def load_agent(name: str) -> AgentFactory:
-    """The factory registered as ``name``; raises KeyError with the known names."""
+def load_agent(name: str, options: dict[str, str] | None = None) -> AgentFactory:
+    """The factory registered as ``name``, set up with ``options``. Raises KeyError
+    with the known names, or AgentSetupError saying what to configure."""
     try:
         target = AGENTS[name]
     except KeyError:
@@ -42,5 +58,7 @@ def load_agent(name: str) -> AgentFactory:
             f"unknown agent {name!r}; choose one of: {', '.join(sorted(AGENTS))}"
         ) from None
     module, _, attribute = target.partition(":")
-    factory: AgentFactory = getattr(importlib.import_module(module), attribute)
-    return factory
+    setup: Callable[[dict[str, str]], AgentFactory] = getattr(
+        importlib.import_module(module), attribute
+    )
+    return setup(dict(options or {}))

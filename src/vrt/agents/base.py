@@ -24,11 +24,17 @@ __all__ = [
     "Agent",
     "AgentFactory",
     "AgentSession",
+    "AgentSetupError",
     "AudioItem",
     "SessionInfo",
     "ToolCallHandle",
     "Turn",
 ]
+
+
+class AgentSetupError(Exception):
+    """An agent cannot be set up (a missing API key, a bad option). Its message is one
+    line telling the user what to set; ``vrt serve`` prints it and exits."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -125,7 +131,7 @@ class AgentSession:
         while True:
             yield await self._queue.get()
 
-    def _deliver(self, events: list[AgentInput]) -> None:
+    def deliver(self, events: list[AgentInput]) -> None:
         for event in events:
             if isinstance(event, ToolSettled):
                 waiting = self._waiting.pop(event.call_id, None)
@@ -232,7 +238,8 @@ class AudioItem:
     id: str
 
     def write(self, payload: bytes, duration_ms: float | None = None) -> bool:
-        """One output frame in the session's output format; False once the turn is over."""
+        """One output frame in the session's output format; False once the turn is over.
+        While the client is disconnected frames are lost (§5.4) but True: the turn goes on."""
         sent = self.session._core.send_audio(self.id, payload, duration_ms)
         self.session._flush()
         return sent

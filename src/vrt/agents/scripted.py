@@ -50,7 +50,8 @@ it is interrupted first; then nothing more of it is sent. "Chunk" means one agen
     baseline client sees ``tool.call.delta`` previews for the arguments and no
     ``tool.call``.
 ``error``
-    ``error AGENT_ERROR`` "scripted error", recoverable; no turn.
+    ``error AGENT_ERROR`` "scripted error", recoverable; no turn (a reply still
+    running is cancelled, as for any text).
 ``context?``
     Chunk with the current application context as
     ``json.dumps(context, separators=(",", ":"), sort_keys=True)`` (``null`` when
@@ -76,7 +77,8 @@ Input audio (in the session's input format; ignored if it is Opus) goes through 
   frame to the end of the last one, rounded to whole ms), then, continuing the
   listening turn, ``turn.state thinking`` and the ``echo (speech N ms)`` reply
   (speaking, 3 chunks, transcript, audio, idle). If that listening turn is over by
-  then, ``user_started_speaking()`` first begins a new one.
+  then (user text replaced it), ``user_started_speaking()`` first interrupts the
+  response in flight and begins a new listening turn.
 
 Speech that never ends (the input stops while loud) produces no reply.
 
@@ -113,9 +115,9 @@ from ..protocol.server import (
     ToolSettled,
     UserTextReceived,
 )
-from .base import AgentSession, AudioItem, SessionInfo, Turn
+from .base import AgentFactory, AgentSession, AgentSetupError, AudioItem, SessionInfo, Turn
 
-__all__ = ["SCRIPTED_FORMATS", "ScriptedAgent", "scripted_agent"]
+__all__ = ["SCRIPTED_FORMATS", "ScriptedAgent", "echo", "scripted_agent"]
 
 log = logging.getLogger(__name__)
 
@@ -429,3 +431,10 @@ def scripted_agent(info: SessionInfo) -> ScriptedAgent:
     """The agent factory (:data:`~vrt.agents.base.AgentFactory`): one agent per session."""
     del info  # the contract does not depend on the session's parameters
     return ScriptedAgent()
+
+
+def setup(options: dict[str, str]) -> AgentFactory:
+    """``vrt serve --agent scripted``: no configuration."""
+    if options:
+        raise AgentSetupError(f"the scripted agent takes no options (got {', '.join(options)})")
+    return scripted_agent

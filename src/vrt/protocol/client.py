@@ -595,6 +595,9 @@ class ClientSession:
         self._events.append(PlaybackStop(epoch))
         running = self._calls.running
         if running is not None and self._is_closed(running.epoch):
+            # §7.2: answer at once; the tool's later outcome is discarded, and the next
+            # call need not wait for it.
+            self._calls.running = None
             self._events.append(CancelTool(running.call_id))
             self._answer_interrupted(running, now)
         kept: deque[ToolCall] = deque()
@@ -604,6 +607,7 @@ class ClientSession:
             else:
                 kept.append(call)
         self._calls.queue = kept
+        self._next_call(now)
         if local and TOOL_STREAM in self.capabilities:
             # §7.5: unterminated calls of the closed epoch count as cancelled at once.
             for call_id, (phase, message) in list(self._stream_messages.items()):

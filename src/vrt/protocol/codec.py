@@ -63,23 +63,33 @@ __all__ = [
 M = TypeVar("M", ClientMessage, ServerMessage)
 
 
+#: orjson refuses deeper nesting itself.
+_PARSER_MAX_DEPTH: Final = 1024
+
+
 @dataclass(frozen=True, slots=True)
 class Limits:
     """Bounds a decoder enforces (§11); see ``docs/limits.md``.
 
-    A frame beyond ``max_frame_bytes`` is refused before it is parsed; one nested deeper
-    than ``max_depth`` (the message object itself is depth 1) after; a ``hello`` with
-    more than ``max_tools`` tools once it is otherwise valid. Each gives
-    ``LIMIT_EXCEEDED``.
+    A text frame beyond ``max_frame_bytes`` is refused before it is parsed; one nested
+    deeper than ``max_depth`` (the message object itself is depth 1) after; a ``hello``
+    with more than ``max_tools`` tools once it is otherwise valid; an audio frame beyond
+    ``max_audio_frame_bytes``. Each gives ``LIMIT_EXCEEDED``.
     """
 
     max_frame_bytes: int = 1 << 20
     max_depth: int = 64
     max_tools: int = 128
+    #: Audio frames (§8.1) are bounded separately: 20 ms of 48 kHz pcm16 is 1,920 bytes.
+    max_audio_frame_bytes: int = 1 << 16
 
     def __post_init__(self) -> None:
         if self.max_frame_bytes < 64 or self.max_depth < 4 or self.max_tools < 0:
             raise ValueError(f"limits too small to carry vRT messages: {self}")
+        if self.max_depth > _PARSER_MAX_DEPTH:
+            raise ValueError(
+                f"max_depth can be at most {_PARSER_MAX_DEPTH} (the parser's own bound)"
+            )
 
 
 DEFAULT_LIMITS: Final = Limits()
@@ -272,14 +282,16 @@ class Decoder:
             if problem is not None:
                 return problem
 
-        message = msgspec.convert(value, self._classes[type_], strict=False)
+        # Unknown members go to ``extra``, never through msgspec, where a member named
+        # like a field ("extra") would be taken for it.
         unknown = value.keys() - self._known[type_]
-        if unknown:
-            message = msgspec.structs.replace(
-                message, extra={k: value[k] for k in value if k in unknown}
-            )
+        fields = {k: v for k, v in value.items() if k not in unknown} if unknown else value
         if type_ in self._nested:
-            message = self._keep_nested_extra(message, value)
+            fields = self._build_nested(fields)
+        message = msgspec.convert(fields, self._classes[type_], strict=False)
+        if unknown:
+            extra = {k: value[k] for k in value if k in unknown}
+            message = msgspec.structs.replace(message, extra=extra)
         return Decoded(int(value["seq"]), message)
 
     def _unknown_type(self, value: dict[str, Any]) -> str:
@@ -357,32 +369,24 @@ class Decoder:
             seen.add(tool["name"])
         return None
 
-    def _keep_nested_extra(self, message: Message, value: dict[str, Any]) -> Message:
-        changes: dict[str, Any] = {}
-        for member, cls in self._nested[message.TYPE]:
-            raw = value.get(member)
-            if raw is None:
-                continue
-            if member == "tools":
-                if any(_unknown_members(item, cls) for item in raw):
-                    changes[member] = tuple(_with_extra(item, cls) for item in raw)
-            elif _unknown_members(raw, cls):
-                changes[member] = _with_extra(raw, cls)
-        return msgspec.structs.replace(message, **changes) if changes else message
+    def _build_nested(self, fields: dict[str, Any]) -> dict[str, Any]:
+        """``fields`` with its formats and tools built, each keeping unknown members."""
+        built = dict(fields)
+        for member, cls in self._nested[fields["type"]]:
+            raw = fields.get(member)
+            if member == "tools" and isinstance(raw, list):
+                built[member] = tuple(_build_object(item, cls) for item in raw)
+            elif isinstance(raw, dict):
+                built[member] = _build_object(raw, cls)
+        return built
 
 
-def _unknown_members(raw: dict[str, Any], cls: type[_Object]) -> set[str]:
-    return set(raw.keys() - shared_object_members("format" if cls is Format else "tool"))
-
-
-def _with_extra(raw: dict[str, Any], cls: type[_Object]) -> _Object:
-    obj = msgspec.convert(raw, cls, strict=False)
-    unknown = _unknown_members(raw, cls)
-    return (
-        msgspec.structs.replace(obj, extra={k: raw[k] for k in raw if k in unknown})
-        if unknown
-        else obj
-    )
+def _build_object(raw: dict[str, Any], cls: type[_Object]) -> _Object:
+    unknown = raw.keys() - shared_object_members("format" if cls is Format else "tool")
+    if not unknown:
+        return msgspec.convert(raw, cls, strict=False)
+    obj = msgspec.convert({k: v for k, v in raw.items() if k not in unknown}, cls, strict=False)
+    return msgspec.structs.replace(obj, extra={k: raw[k] for k in raw if k in unknown})
 
 
 def _nested_members() -> dict[str, tuple[tuple[str, type[_Object]], ...]]:
@@ -437,9 +441,18 @@ def _wire_object(obj: _Object) -> dict[str, Any]:
             if isinstance(fmt, Format):
                 wire[member] = _wire_object(fmt)
     if extra:
-        for key, item in extra.items():
-            wire.setdefault(key, item)
+        known = _member_names(type(obj))
+        # Kept members never stand in for known ones.
+        wire.update({key: item for key, item in extra.items() if key not in known})
     return wire
+
+
+@cache
+def _member_names(cls: type[_Object]) -> frozenset[str]:
+    names = {f.encode_name for f in msgspec.structs.fields(cls) if f.name != "extra"}
+    if issubclass(cls, Message):
+        names |= {"v", "seq", "type"}  # the envelope; inside formats and tools they are unknown
+    return frozenset(names)
 
 
 def encode(message: Message, seq: int = 0) -> bytes:

@@ -148,7 +148,8 @@ class ToolSettled(NamedTuple):
 
 
 class ResponseInterrupted(NamedTuple):
-    """The response in flight was interrupted and its epoch closed (§6.2): stop the model."""
+    """The client interrupted the response in flight and its epoch closed (§6.2, §6.3):
+    stop the model. Not sent for interruptions the agent itself asked for."""
 
     turn_id: str
     epoch: int
@@ -182,9 +183,6 @@ class ServerConfig:
     """What a server supports and the bounds it keeps (§4.4, §7.2, §11; docs/limits.md)."""
 
     capabilities: tuple[str, ...] = (TOOL_STREAM, GLOBAL_TOOL_IDS)
-    #: Formats the agent takes (input) and produces (output) unchanged (§8.2).
-    input_formats: tuple[Format, ...] = (PCM16_24K,)
-    output_formats: tuple[Format, ...] = (PCM16_24K,)
     heartbeat_timeout: float = 45.0
     tool_timeout: float = 30.0
     max_unacked: int = DEFAULT_MAX_KEPT
@@ -284,7 +282,11 @@ class ServerSession:
         *,
         principal: str | None = None,
         session_id: str | None = None,
+        input_formats: tuple[Format, ...] = (PCM16_24K,),
+        output_formats: tuple[Format, ...] = (PCM16_24K,),
     ) -> None:
+        """``input_formats`` and ``output_formats`` are what the agent takes and
+        produces unchanged; the session's formats are chosen from them (§8.2)."""
         self.config = config
         offered = hello.capabilities if hello.capabilities is not UNSET else ()
         tools = hello.tools if hello.tools is not UNSET else ()
@@ -292,8 +294,8 @@ class ServerSession:
             session_id=session_id or new_id("s_"),
             principal=principal,
             capabilities=negotiate(offered, config.capabilities),
-            input=choose_format(_opt(hello.input), config.input_formats),
-            output=choose_format(_opt(hello.output), config.output_formats),
+            input=choose_format(_opt(hello.input), input_formats),
+            output=choose_format(_opt(hello.output), output_formats),
             tools={tool.name: tool for tool in tools},
             context=hello.context if hello.context is not UNSET else None,
         )
@@ -477,8 +479,9 @@ class ServerSession:
             PlaybackReported(playback.item_id, played, item.turn_id if item else None)
         )
 
-    def _interrupt_in_flight(self, reason: str) -> bool:
-        """§6.2 server side: stop the response in flight, if any, and close its epoch."""
+    def _interrupt_in_flight(self, reason: str, *, tell_agent: bool = True) -> bool:
+        """§6.2 server side: stop the response in flight, if any, and close its epoch.
+        The agent hears of it unless it asked for it (``tell_agent`` False)."""
         turn = self.state.turn
         if turn is None or turn.state == "listening":
             return False
@@ -503,7 +506,8 @@ class ServerSession:
         self.state.turn = None
         self.state.epoch += 1  # §6.1: the epoch increases when a turn is interrupted
         self._send(Interrupted(epoch=closed))
-        self._events.append(ResponseInterrupted(turn.id, closed, reason))
+        if tell_agent:
+            self._events.append(ResponseInterrupted(turn.id, closed, reason))
         return True
 
     def _audio_in(self, payload: bytes, seq: int) -> None:
@@ -569,6 +573,9 @@ class ServerSession:
         turn = self._turn(turn_id)
         if turn is None:
             return False
+        for call in [c for c in self.state.calls.values() if c.turn_id == turn.id]:
+            if call.phase is _CallPhase.STARTED:  # its arguments can no longer complete
+                self.fail_tool_call(call.call_id, "the turn ended before the call was issued")
         self.state.turn = None
         self._send(TurnState(turn_id=turn.id, epoch=turn.epoch, state="idle"))
         return True
@@ -579,12 +586,12 @@ class ServerSession:
         turn = self.state.turn
         if turn is not None and turn.state == "listening":
             return turn.id
-        self._interrupt_in_flight("speech")
+        self._interrupt_in_flight("speech", tell_agent=False)
         return self.begin_turn("listening")
 
     def interrupt_response(self, reason: str = "server") -> bool:
         """Interrupt the response in flight on the server's own initiative (§6.2)."""
-        return self._interrupt_in_flight(reason)
+        return self._interrupt_in_flight(reason, tell_agent=False)
 
     def _turn(self, turn_id: str) -> _Turn | None:
         turn = self.state.turn
@@ -638,15 +645,16 @@ class ServerSession:
         self._announced = item.id if self._out is not None else None
 
     def send_audio(self, item_id: str, payload: bytes, duration_ms: float | None = None) -> bool:
-        """One output frame of ``item_id``; dropped (False) when its turn is over or no
-        connection is bound (audio is never resent, §5.4)."""
+        """One output frame of ``item_id``; False when its turn is over. While no
+        connection is bound the frame is lost (audio is never resent, §5.4), but the
+        turn goes on, so that is still True."""
         item = self.state.items.get(item_id)
         turn = self.state.turn
         if item is None or turn is None or turn.epoch != item.epoch:
             return False
-        item.sent_ms += duration_ms if duration_ms is not None else self._duration(payload)
         if self._out is None:
-            return False
+            return True
+        item.sent_ms += duration_ms if duration_ms is not None else self._duration(payload)
         if self._announced != item_id:
             self._announce(item)
         seq = self.state.audio_out_seq
@@ -865,7 +873,15 @@ class ServerConnection:
         self._last_frame = now
         if self.state is ConnectionState.CLOSED:
             return
-        frame = parse_frame(data, "server")
+        limit = self.config.limits.max_audio_frame_bytes
+        frame = (
+            parse_frame(data, "server")
+            if len(data) <= limit
+            else Invalid(
+                ErrorCode.LIMIT_EXCEEDED,
+                f"audio frame of {len(data)} bytes; this server takes at most {limit} (§11)",
+            )
+        )
         if isinstance(frame, Invalid):
             self._invalid_input(frame, now)
         elif self.state is ConnectionState.OPEN and self.session is not None:

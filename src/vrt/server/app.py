@@ -15,7 +15,6 @@ import inspect
 import logging
 import ssl
 from collections.abc import Iterable
-from dataclasses import replace
 from typing import Any
 from urllib.parse import parse_qsl, urlsplit
 
@@ -84,7 +83,10 @@ class VrtServer:
         self.store: SessionStore = store or MemorySessionStore()
         self.ssl_context = ssl_context
         self.allowed_origins = frozenset(allowed_origins) if allowed_origins else None
-        self.max_message_bytes = max_message_bytes or self.config.limits.max_frame_bytes
+        # The WebSocket layer takes more than the decoder's limit, so that a message a
+        # little too big gets a recoverable LIMIT_EXCEEDED; far beyond it, close 1009
+        # (messages.md).
+        self.max_message_bytes = max_message_bytes or 4 * self.config.limits.max_frame_bytes
         self._server: asyncio.Server | None = None
         self._connections: set[ClientConnection] = set()
         self._bound: dict[str, ClientConnection] = {}
@@ -203,7 +205,7 @@ class VrtServer:
         if events:
             host = self._agents.get(session.session_id)
             if host is not None:
-                host.agent_session._deliver(events)
+                host.agent_session.deliver(events)
 
     def _flush_session(self, session: ServerSession) -> None:
         """After the agent acted on ``session``: deliver, write, re-arm."""
@@ -295,10 +297,13 @@ class VrtServer:
             return
         if connection.closed:
             return
-        config = replace(
-            self.config, input_formats=agent.input_formats, output_formats=agent.output_formats
+        session = ServerSession(
+            hello,
+            self.config,
+            principal=principal,
+            input_formats=agent.input_formats,
+            output_formats=agent.output_formats,
         )
-        session = ServerSession(hello, config, principal=principal)
         await self.store.add(session)
         self._sessions[session.session_id] = session
         self._bound[session.session_id] = connection

@@ -57,9 +57,9 @@ class ClientConnection(WSListener):
         self.arm()
 
     def on_ws_frame(self, transport: WSTransport, frame: WSFrame) -> None:
-        if self.closed:
-            return
         kind = frame.msg_type
+        if self.closed or (transport.is_close_frame_sent and kind != WSMsgType.CLOSE):
+            return  # a closing connection acts on nothing more (e.g. a frame refused with 1009)
         if kind in (_TEXT, _BINARY):
             if frame.fin:
                 self._message(kind, frame.get_payload_as_bytes())

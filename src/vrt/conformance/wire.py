@@ -1,0 +1,771 @@
+"""Raw vRT connections for the conformance checks, on the ``websockets`` library.
+
+The suite speaks the protocol by hand, never through the client SDK (:mod:`vrt.client`),
+so that a bug there cannot hide one in the server under test. What it sends is exactly
+what a check builds (a dict as compact JSON text, a str as a text frame, bytes as a
+binary frame); what the server sends is decoded with the protocol core
+(:func:`vrt.protocol.codec.decode_server`, :func:`vrt.protocol.frames.parse_frame`), so
+every server message is also checked against the schemas.
+
+:class:`Connection` is one WebSocket: a background task reads every frame into
+:attr:`Connection.received` (nothing is ever lost between calls), a cursor walks it
+(:meth:`~Connection.recv`, :meth:`~Connection.until`, :meth:`~Connection.expect`), and
+every frame in both directions goes to a shared :class:`FrameLog` that a failing check
+shows. :class:`Session` is one vRT session across connections: ``hello`` and ``ready``,
+the server stream's ``lastSeq`` (with duplicates and gaps noted), the client's own
+:class:`~vrt.protocol.streams.OutgoingStream` for resends, and resumes (§5.4).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import time
+from collections.abc import Awaitable, Callable, Collection, Mapping
+from dataclasses import dataclass, field
+from typing import Any, Final, Protocol
+
+from websockets.asyncio.client import ClientConnection, connect
+from websockets.exceptions import ConnectionClosed
+
+from ..protocol.codec import Invalid, decode_client, decode_server
+from ..protocol.frames import AudioFrame, FrameKind, build_frame, parse_frame
+from ..protocol.messages import ServerMessage
+from ..protocol.streams import OutgoingStream
+
+__all__ = [
+    "Closed",
+    "Connection",
+    "FrameLog",
+    "Incoming",
+    "NoFrame",
+    "Opener",
+    "Refused",
+    "Session",
+    "WireError",
+    "audio_frame",
+    "compact",
+]
+
+#: The largest frame the suite accepts from a server (it sends huge ones itself).
+MAX_RECEIVE: Final = 64 << 20
+#: How many characters of a frame a log line shows.
+LOG_WIDTH: Final = 400
+#: Server message types whose seq is always 0 (§4.1).
+TRANSIENT: Final = frozenset({"ready", "audio.start", "ack", "pong"})
+
+
+def compact(value: Any) -> str:
+    """The compact JSON text of ``value`` (ASCII escapes, so any string can be sent)."""
+    return json.dumps(value, separators=(",", ":"), ensure_ascii=True)
+
+
+def audio_frame(seq: int, payload: bytes, kind: int = FrameKind.INPUT) -> bytes:
+    """One binary audio frame (§8.1) of any ``kind`` (1 is input audio)."""
+    if kind in (FrameKind.INPUT, FrameKind.OUTPUT):
+        return build_frame(FrameKind(kind), seq, payload)
+    return bytes([kind & 0xFF]) + (seq % (1 << 32)).to_bytes(4, "big") + payload
+
+
+# --- errors ---------------------------------------------------------------------------
+
+
+class WireError(Exception):
+    """Something the suite waited for did not happen on the wire."""
+
+
+class NoFrame(WireError):
+    """No (matching) frame arrived in time."""
+
+
+class Closed(WireError):
+    """The connection closed while a frame was expected."""
+
+    def __init__(self, code: int | None, reason: str, waiting_for: str = "") -> None:
+        shown = "without a close frame" if code is None else f"with {code} {reason!r}"
+        suffix = f" while waiting for {waiting_for}" if waiting_for else ""
+        super().__init__(f"the server closed the connection {shown}{suffix}")
+        self.code = code
+        self.reason = reason
+
+
+class Refused(WireError):
+    """The server answered ``hello`` with an ``error`` instead of ``ready``."""
+
+    def __init__(self, error: Incoming) -> None:
+        super().__init__(
+            f"the server refused the hello: error {error.get('code')} "
+            f"{error.get('message')!r} (seq {error.seq})"
+        )
+        self.error = error
+
+
+# --- frames ---------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class Incoming:
+    """One frame the server sent, as received.
+
+    ``type`` is the message type, ``"audio"`` for a binary frame, or ``"invalid"`` when
+    the frame failed to decode (``invalid`` says why). ``seq`` is the control seq, or the
+    audio seq for audio. ``data`` is the parsed JSON object of a text frame (the last
+    occurrence of a duplicated member wins), whatever its validity.
+    """
+
+    conn: int
+    index: int
+    at: float
+    raw: bytes
+    binary: bool
+    type: str
+    seq: int
+    data: dict[str, Any] | None = None
+    message: ServerMessage | None = None
+    audio: AudioFrame | None = None
+    invalid: str | None = None
+
+    def get(self, key: str, default: Any = None) -> Any:
+        """A member of the text frame's JSON object."""
+        return self.data.get(key, default) if self.data is not None else default
+
+    @property
+    def sequenced(self) -> bool:
+        """A valid control message with a non-zero seq (§4.1)."""
+        return not self.binary and self.type != "invalid" and self.seq > 0
+
+    @property
+    def text(self) -> str:
+        return self.raw.decode("utf-8", "replace")
+
+    def __str__(self) -> str:
+        return f"#{self.conn} < {_shown(self.raw, self.binary)}"
+
+
+def _shown(data: bytes, binary: bool) -> str:
+    if binary:
+        if len(data) < 5:
+            return f"binary {data.hex() or '(empty)'} ({len(data)} bytes)"
+        seq = int.from_bytes(data[1:5], "big")
+        return f"binary kind={data[0]} seq={seq} payload {len(data) - 5} bytes"
+    text = data.decode("utf-8", "replace")
+    if len(text) > LOG_WIDTH:
+        text = f"{text[: LOG_WIDTH - 40]}... ({len(data)} bytes)"
+    return text
+
+
+@dataclass(slots=True)
+class _Line:
+    at: float
+    conn: int
+    direction: str
+    seq: int | None
+    text: str
+
+    def __str__(self) -> str:
+        seq = "" if self.seq is None else f" seq={self.seq}"
+        return f"{self.at:7.3f} #{self.conn} {self.direction}{seq} {self.text}"
+
+
+class FrameLog:
+    """Every frame of a check's connections, both directions, in order (for failures)."""
+
+    def __init__(self) -> None:
+        self.started = time.monotonic()
+        self.lines: list[_Line] = []
+
+    def add(self, conn: int, direction: str, seq: int | None, text: str) -> None:
+        self.lines.append(_Line(time.monotonic() - self.started, conn, direction, seq, text))
+
+    def tail(self, last: int = 80) -> list[str]:
+        lines = [str(line) for line in self.lines[-last:]]
+        if len(self.lines) > last:
+            lines.insert(0, f"... {len(self.lines) - last} earlier frames")
+        return lines
+
+
+def _seq_of(data: dict[str, Any] | None) -> int | None:
+    if data is None:
+        return None
+    seq = data.get("seq")
+    return seq if type(seq) is int else None
+
+
+def _parse(raw: bytes) -> dict[str, Any] | None:
+    try:
+        value = json.loads(raw)
+    except (ValueError, RecursionError):
+        return None
+    return value if isinstance(value, dict) else None
+
+
+# --- connection -----------------------------------------------------------------------
+
+
+class Connection:
+    """One WebSocket to the server under test. Build it with :meth:`open`.
+
+    :param auto_ack: acknowledge every new sequenced server message at once (§4.2).
+    """
+
+    def __init__(self, ws: ClientConnection, label: int, log: FrameLog, auto_ack: bool) -> None:
+        self.ws = ws
+        self.label = label
+        self.log = log
+        self.auto_ack = auto_ack
+        #: Every frame the server sent on this connection, in order.
+        self.received: list[Incoming] = []
+        #: Index of the next frame :meth:`recv` returns.
+        self.cursor = 0
+        #: Called with every frame as it arrives (a :class:`Session` listens here).
+        self.listeners: list[Callable[[Incoming], None]] = []
+        #: The close frame the server sent: ``(code, reason)``; None while open or when
+        #: the connection ended without one.
+        self.close_frame: tuple[int, str] | None = None
+        self.closed = asyncio.Event()
+        self._signal = asyncio.Event()
+        self._highest = 0
+        self._reader = asyncio.get_running_loop().create_task(self._read())
+
+    @classmethod
+    async def open(
+        cls, url: str, *, label: int, log: FrameLog, auto_ack: bool = False, timeout: float = 5.0
+    ) -> Connection:
+        ws = await connect(
+            url,
+            ping_interval=None,
+            compression=None,
+            proxy=None,
+            open_timeout=timeout,
+            close_timeout=1,
+            max_size=MAX_RECEIVE,
+            max_queue=None,
+        )
+        log.add(label, "--", None, f"connected to {url}")
+        return cls(ws, label, log, auto_ack)
+
+    # -- reading --
+
+    async def _read(self) -> None:
+        try:
+            async for data in self.ws:
+                self._arrived(data)
+                if self.auto_ack and self.received and self.received[-1].sequenced:
+                    seq = self.received[-1].seq
+                    if seq > self._highest:
+                        self._highest = seq
+                        with contextlib.suppress(ConnectionClosed):
+                            await self.send({"v": 1, "seq": 0, "type": "ack", "upTo": seq})
+        except ConnectionClosed:
+            pass
+        finally:
+            frame = self.ws.protocol.close_rcvd
+            if frame is not None:
+                self.close_frame = (int(frame.code), frame.reason)
+                self.log.add(self.label, "<", None, f"close {frame.code} {frame.reason!r}")
+            else:
+                self.log.add(self.label, "<", None, "connection ended without a close frame")
+            self.closed.set()
+            self._signal.set()
+
+    def _arrived(self, data: str | bytes) -> None:
+        at = time.monotonic()
+        index = len(self.received)
+        if isinstance(data, bytes):
+            frame = parse_frame(data, "client")
+            if isinstance(frame, Invalid):
+                item = Incoming(
+                    self.label, index, at, data, True, "invalid", 0, invalid=frame.reason
+                )
+                seq: int | None = None
+            else:
+                item = Incoming(self.label, index, at, data, True, "audio", frame.seq, audio=frame)
+                seq = frame.seq
+            self.log.add(self.label, "<", seq, _shown(data, True))
+        else:
+            raw = data.encode("utf-8", "surrogatepass")
+            parsed = _parse(raw)
+            decoded = decode_server(raw)
+            if isinstance(decoded, Invalid):
+                item = Incoming(
+                    self.label,
+                    index,
+                    at,
+                    raw,
+                    False,
+                    "invalid",
+                    _seq_of(parsed) or 0,
+                    data=parsed,
+                    invalid=f"{decoded.code}: {decoded.reason}",
+                )
+                self.log.add(self.label, "<", None, f"{_shown(raw, False)}   [INVALID: {decoded}]")
+            else:
+                item = Incoming(
+                    self.label,
+                    index,
+                    at,
+                    raw,
+                    False,
+                    decoded.message.TYPE,
+                    decoded.seq,
+                    data=parsed,
+                    message=decoded.message,
+                )
+                self.log.add(self.label, "<", None, _shown(raw, False))
+        self.received.append(item)
+        for listener in self.listeners:
+            listener(item)
+        self._signal.set()
+
+    @property
+    def close_code(self) -> int | None:
+        return self.close_frame[0] if self.close_frame is not None else None
+
+    def pending(self) -> list[Incoming]:
+        """Frames received that :meth:`recv` has not returned yet."""
+        return self.received[self.cursor :]
+
+    async def recv(self, timeout: float = 2.0, waiting_for: str = "a frame") -> Incoming:
+        """The next frame. Raises :class:`NoFrame` after ``timeout`` seconds and
+        :class:`Closed` once the connection is closed and every frame was returned."""
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + timeout
+        while self.cursor >= len(self.received):
+            if self.closed.is_set():
+                code, reason = self.close_frame or (None, "")
+                raise Closed(code, reason, waiting_for)
+            remaining = deadline - loop.time()
+            if remaining <= 0:
+                raise NoFrame(f"no {waiting_for} within {timeout:g} s")
+            self._signal.clear()
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._signal.wait(), remaining)
+        item = self.received[self.cursor]
+        self.cursor += 1
+        return item
+
+    async def until(
+        self, done: Callable[[Incoming], bool], timeout: float = 2.0, what: str = "a frame"
+    ) -> list[Incoming]:
+        """Frames up to and including the first for which ``done`` is true."""
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + timeout
+        items: list[Incoming] = []
+        while True:
+            remaining = deadline - loop.time()
+            if remaining <= 0:
+                raise NoFrame(f"no {what} within {timeout:g} s")
+            try:
+                item = await self.recv(remaining, what)
+            except NoFrame:
+                raise NoFrame(f"no {what} within {timeout:g} s") from None
+            items.append(item)
+            if done(item):
+                return items
+
+    async def expect(
+        self,
+        types: str | Collection[str],
+        timeout: float = 2.0,
+        *,
+        where: Callable[[Incoming], bool] | None = None,
+        skip: Collection[str] | None = None,
+    ) -> Incoming:
+        """The next frame of ``types`` (for which ``where`` holds, if given).
+
+        ``skip`` None passes over anything else; otherwise only frames whose type is in
+        ``skip`` may come first, and any other raises :class:`WireError`.
+        """
+        wanted = {types} if isinstance(types, str) else set(types)
+        what = " or ".join(sorted(wanted))
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + timeout
+        while True:
+            remaining = deadline - loop.time()
+            if remaining <= 0:
+                raise NoFrame(f"no {what} within {timeout:g} s")
+            try:
+                item = await self.recv(remaining, what)
+            except NoFrame:
+                raise NoFrame(f"no {what} within {timeout:g} s") from None
+            if item.type in wanted and (where is None or where(item)):
+                return item
+            if skip is not None and item.type not in skip:
+                raise WireError(f"expected {what}, got {item.type}: {item}")
+
+    async def expect_ready(self, timeout: float = 5.0) -> Incoming:
+        """The ``ready`` answering a ``hello``; :class:`Refused` when an ``error`` with
+        seq 0 comes first (the hello was refused, §5.1)."""
+
+        def decided(item: Incoming) -> bool:
+            return item.type == "ready" or (item.type == "error" and item.seq == 0)
+
+        items = await self.until(decided, timeout, "ready")
+        if items[-1].type == "error":
+            raise Refused(items[-1])
+        return items[-1]
+
+    async def barrier(self, timeout: float = 3.0, *, pongs: int = 1) -> list[Incoming]:
+        """Send ``ping`` and return every frame before its ``pong`` (the ``pongs``-th
+        pong from now, when pings are already on their way).
+
+        A server handles frames in order, so whatever it sent while handling earlier
+        frames comes first (an agent reacts in its own time, so this says nothing about
+        what an agent will still do).
+        """
+        await self.send({"v": 1, "seq": 0, "type": "ping"})
+        seen = 0
+
+        def last_pong(item: Incoming) -> bool:
+            nonlocal seen
+            seen += item.type == "pong"
+            return seen >= pongs
+
+        items = await self.until(last_pong, timeout, "pong")
+        return [i for i in items if i.type != "pong"]
+
+    async def quiet(self, seconds: float) -> list[Incoming]:
+        """Every frame that arrives within ``seconds`` (stops early on a close)."""
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + seconds
+        items: list[Incoming] = []
+        while True:
+            remaining = deadline - loop.time()
+            if remaining <= 0:
+                return items
+            try:
+                items.append(await self.recv(remaining))
+            except NoFrame:
+                return items
+            except Closed:
+                return items
+
+    async def wait_closed(self, timeout: float = 3.0) -> tuple[int | None, str]:
+        """Wait until the server closes; its close ``(code, reason)``, code None when the
+        connection ended without a close frame. Frames before it stay readable."""
+        try:
+            await asyncio.wait_for(self.closed.wait(), timeout)
+        except TimeoutError:
+            raise NoFrame(f"the connection was not closed within {timeout:g} s") from None
+        return self.close_frame or (None, "")
+
+    # -- sending --
+
+    async def send(self, message: Mapping[str, Any] | str | bytes) -> None:
+        """A mapping as compact JSON text, a str as a text frame, bytes as a binary frame."""
+        if isinstance(message, Mapping):
+            message = compact(dict(message))
+        if isinstance(message, str):
+            raw = message.encode("utf-8", "replace")
+            self.log.add(self.label, ">", _seq_of(_parse(raw)), _shown(raw, False))
+        else:
+            self.log.add(self.label, ">", None, _shown(bytes(message), True))
+        try:
+            await self.ws.send(message)
+        except ConnectionClosed:
+            code, reason = self.close_frame or (None, "")
+            raise Closed(code, reason, "a send to complete") from None
+
+    # -- closing --
+
+    def abort(self) -> None:
+        """Drop the TCP connection at once, without a close frame (a lost connection)."""
+        self.log.add(self.label, "--", None, "connection dropped by the suite")
+        transport = self.ws.transport
+        if transport is not None:
+            transport.abort()
+
+    async def close(self, code: int = 1000) -> None:
+        with contextlib.suppress(Exception):
+            await asyncio.wait_for(self.ws.close(code), 2.0)
+        with contextlib.suppress(Exception):
+            await asyncio.wait_for(self._reader, 2.0)
+        if not self._reader.done():
+            self._reader.cancel()
+            with contextlib.suppress(BaseException):
+                await self._reader
+
+
+# --- session --------------------------------------------------------------------------
+
+
+class Opener(Protocol):
+    """What a :class:`Session` opens its connections with (the check's context)."""
+
+    async def connect(self, *, auto_ack: bool = False) -> Connection: ...
+
+
+@dataclass(slots=True)
+class Turn:
+    """A turn of the agent as the suite saw it: every sequenced message of ``turn_id``
+    and every other sequenced message that arrived while it ran."""
+
+    turn_id: str
+    epoch: int
+    items: list[Incoming] = field(default_factory=list)
+    ended: str = ""  # "idle" or "interrupted"
+
+    def texts(self) -> list[str]:
+        return [
+            str(i.get("text"))
+            for i in self.items
+            if i.type == "text" and i.get("turnId") == self.turn_id
+        ]
+
+    def of(self, type_: str) -> list[Incoming]:
+        return [i for i in self.items if i.type == type_]
+
+
+class Session:
+    """One vRT session as the suite drives it, across connections (§5)."""
+
+    def __init__(self, opener: Opener, hello: dict[str, Any], *, auto_ack: bool = False) -> None:
+        self.opener = opener
+        self.hello = hello
+        self.auto_ack = auto_ack
+        self.conn: Connection | None = None
+        self.connections: list[Connection] = []
+        self.ready: Incoming | None = None
+        #: The client's own resumable stream (§4.1): numbers, keeps and resends.
+        self.out = OutgoingStream()
+        #: The bytes of every sequenced message sent, by seq (kept even once acked).
+        self.sent: dict[int, bytes] = {}
+        #: The server stream: the highest seq handled (the client's lastSeq, §4.2).
+        self.last_seq = 0
+        #: First arrival of every server seq, in order.
+        self.unique: list[Incoming] = []
+        #: Server messages with seq <= lastSeq when they arrived (resends, duplicates).
+        self.duplicates: list[Incoming] = []
+        #: Where the server stream skipped ahead (a conforming server never does).
+        self.gaps: list[str] = []
+        #: Every server ack: ``(upTo, the client's last seq when it arrived)``.
+        self.acks: list[tuple[int, int]] = []
+        #: Every frame received on any of the session's connections.
+        self.received: list[Incoming] = []
+
+    # -- opening and resuming --
+
+    @classmethod
+    async def open(
+        cls,
+        opener: Opener,
+        hello: dict[str, Any],
+        *,
+        auto_ack: bool = False,
+        timeout: float = 5.0,
+    ) -> Session:
+        """Connect, send ``hello`` (members given in wire names) and wait for ``ready``."""
+        session = cls(opener, hello, auto_ack=auto_ack)
+        conn = await session._connect()
+        await conn.send({"v": 1, "seq": 0, "type": "hello", **hello})
+        session.ready = await conn.expect_ready(timeout)
+        return session
+
+    async def _connect(self) -> Connection:
+        conn = await self.opener.connect(auto_ack=self.auto_ack)
+        conn.listeners.append(self._on_item)
+        self.conn = conn
+        self.connections.append(conn)
+        return conn
+
+    async def resume(
+        self,
+        resume_from: int | None = None,
+        *,
+        hello: dict[str, Any] | None = None,
+        resend: bool = True,
+        timeout: float = 5.0,
+    ) -> Incoming:
+        """Open a new connection and resume: ``hello`` with ``sessionId`` and
+        ``resumeFrom`` (default: lastSeq), then, on ``ready``, resend every kept
+        message after its ``resumedFrom`` (§5.4). ``hello`` replaces the members other
+        than ``sessionId`` and ``resumeFrom`` (default: the opening hello's ``auth``)."""
+        members = dict(hello) if hello is not None else self.auth_members()
+        members["sessionId"] = self.session_id
+        members["resumeFrom"] = self.last_seq if resume_from is None else resume_from
+        conn = await self._connect()
+        await conn.send({"v": 1, "seq": 0, "type": "hello", **members})
+        ready = await conn.expect_ready(timeout)
+        self.ready = ready
+        resumed_from = ready.get("resumedFrom")
+        if resend and type(resumed_from) is int:
+            kept = self.out.resend_after(resumed_from)
+            if kept is None:
+                raise WireError(
+                    f"ready.resumedFrom is {resumed_from}, but the suite sent only up to seq "
+                    f"{self.out.last_seq}: the server claims messages that were never sent"
+                )
+            for data in kept:
+                await conn.send(data.decode())
+        return ready
+
+    def auth_members(self) -> dict[str, Any]:
+        return {"auth": self.hello["auth"]} if "auth" in self.hello else {}
+
+    @property
+    def session_id(self) -> str:
+        assert self.ready is not None
+        return str(self.ready.get("sessionId"))
+
+    @property
+    def capabilities(self) -> tuple[str, ...]:
+        assert self.ready is not None
+        caps = self.ready.get("capabilities")
+        return tuple(caps) if isinstance(caps, list) else ()
+
+    def _on_item(self, item: Incoming) -> None:
+        self.received.append(item)
+        if item.type == "ack":
+            up_to = item.get("upTo")
+            if type(up_to) is int:
+                self.acks.append((up_to, self.out.last_seq))
+                self.out.ack(up_to)
+        if not item.sequenced:
+            return
+        if item.seq <= self.last_seq:
+            self.duplicates.append(item)
+            return
+        if item.seq != self.last_seq + 1:
+            self.gaps.append(f"seq {item.seq} followed seq {self.last_seq}: {item}")
+        self.last_seq = item.seq
+        self.unique.append(item)
+
+    # -- sending --
+
+    @property
+    def current(self) -> Connection:
+        assert self.conn is not None, "the session has no connection"
+        return self.conn
+
+    @property
+    def next_seq(self) -> int:
+        """The seq the next sequenced message of the client takes."""
+        return self.out.last_seq + 1
+
+    async def send(self, type_: str, **members: Any) -> int:
+        """A sequenced client message with the next seq (members in wire names), kept
+        for resends; returns its seq."""
+        text = compact({"v": 1, "seq": self.next_seq, "type": type_, **members})
+        return await self.send_counted(text)
+
+    async def send_counted(self, text: str) -> int:
+        """Send ``text``, a valid sequenced client message that carries the next seq
+        (in any spelling), as it is; it is kept for resends. Returns its seq."""
+        decoded = decode_client(text)
+        if isinstance(decoded, Invalid):
+            raise ValueError(f"the suite built an invalid message: {decoded} ({text})")
+        seq = self.next_seq
+        if decoded.seq != seq:
+            raise ValueError(f"the message carries seq {decoded.seq}, the next is {seq}")
+        self.out.send(decoded.message)
+        self.sent[seq] = text.encode("utf-8", "surrogatepass")
+        await self.current.send(text)
+        return seq
+
+    def skip_seqs(self, count: int) -> None:
+        """Leave a gap of ``count`` seqs in the client stream (§4.3 tests)."""
+        self.out = OutgoingStream(self.out.max_kept, last_seq=self.out.last_seq + count)
+
+    async def resend(self, seq: int) -> None:
+        """Send again, byte for byte, the sequenced message sent as ``seq``."""
+        await self.current.send(self.sent[seq].decode("utf-8", "surrogatepass"))
+
+    async def text(self, text: str) -> int:
+        return await self.send("text", text=text)
+
+    async def ack(self) -> None:
+        await self.current.send({"v": 1, "seq": 0, "type": "ack", "upTo": self.last_seq})
+
+    def drop(self) -> None:
+        """Lose the current connection without a close frame."""
+        self.current.abort()
+
+    # -- the agent's turns --
+
+    async def turn(
+        self,
+        after: int,
+        timeout: float = 5.0,
+        *,
+        ours: Callable[[Turn], bool] | None = None,
+    ) -> Turn:
+        """The first turn that begins after server seq ``after`` (and for which ``ours``
+        holds, once it ended), read from the session's history and then the wire until
+        it ends (``idle``) or is interrupted.
+
+        A turn interrupted by the suite's own next text is not the one it asked for:
+        with ``ours`` given, a turn it rejects is dropped and the next one is followed.
+        """
+        found: Turn | None = None
+        items: list[Incoming] = []
+        seen: set[int] = set()
+
+        def done(item: Incoming) -> bool:
+            nonlocal found
+            if item.sequenced:
+                if item.seq in seen:
+                    return False
+                seen.add(item.seq)
+            if item.seq <= after and item.sequenced:
+                return False
+            items.append(item)
+            ended = ""
+            if item.type == "turn.state":
+                if found is None:
+                    found = Turn(str(item.get("turnId")), _int(item.get("epoch")))
+                if item.get("turnId") == found.turn_id and item.get("state") == "idle":
+                    ended = "idle"
+            elif (
+                item.type == "interrupted"
+                and found is not None
+                and _int(item.get("epoch")) >= found.epoch
+            ):
+                ended = "interrupted"
+            if not ended or found is None:
+                return False
+            found.ended = ended
+            found.items = list(items)
+            if ours is None or ours(found):
+                return True
+            found = None
+            items.clear()
+            return False
+
+        conn = self.current
+        history = list(self.received)
+        conn.cursor = len(conn.received)
+        for item in history:
+            if done(item):
+                assert found is not None
+                return found
+        await conn.until(done, timeout, "end of the agent's turn")
+        assert found is not None
+        return found
+
+    def find(self, type_: str, where: Callable[[Incoming], bool] | None = None) -> list[Incoming]:
+        """Every distinct message of ``type_`` received in the session (first arrivals)."""
+        pool = self.unique if type_ not in TRANSIENT and type_ != "audio" else self.received
+        return [i for i in pool if i.type == type_ and (where is None or where(i))]
+
+    async def reply(self, text: str, timeout: float = 5.0, *, expect: str | None = None) -> Turn:
+        """Send user ``text`` and read the agent's turn answering it, to its end; with
+        ``expect``, the turn whose text chunks include it."""
+        after = self.last_seq
+        await self.text(text)
+        if expect is None:
+            return await self.turn(after, timeout, ours=lambda t: t.ended == "idle")
+        return await self.turn(after, timeout, ours=lambda t: expect in t.texts())
+
+    async def close(self) -> None:
+        for conn in self.connections:
+            await conn.close()
+
+
+def _int(value: Any) -> int:
+    return value if type(value) is int else -1
+
+
+async def gather_quietly(*aws: Awaitable[Any]) -> None:
+    """Await everything, ignoring failures (for cleanup)."""
+    await asyncio.gather(*aws, return_exceptions=True)

@@ -1,0 +1,775 @@
+"""A local stand-in for the OpenAI Realtime API, over a real WebSocket on loopback.
+
+It speaks the GA event protocol the adapter (``vrt.agents.openai_realtime``) speaks,
+with the shapes of the provider's documentation:
+
+* API reference, client events:
+  https://platform.openai.com/docs/api-reference/realtime-client-events
+  (``session.update``, ``input_audio_buffer.append``, ``conversation.item.create``,
+  ``conversation.item.delete``, ``conversation.item.truncate``, ``response.create``,
+  ``response.cancel``);
+* API reference, server events:
+  https://platform.openai.com/docs/api-reference/realtime-server-events
+  (``session.created/updated``, ``input_audio_buffer.speech_started/stopped/committed``,
+  ``conversation.item.added/done/deleted/truncated``,
+  ``conversation.item.input_audio_transcription.completed``, ``response.created/done``,
+  ``response.output_item.added/done``, ``response.content_part.added/done``,
+  ``response.output_audio.delta/done``, ``response.output_audio_transcript.delta/done``,
+  ``response.function_call_arguments.delta/done``, ``error``);
+* the WebSocket guide (``wss://api.openai.com/v1/realtime?model=...`` with an
+  ``Authorization: Bearer`` header): https://developers.openai.com/api/docs/guides/realtime-websocket
+* the typed shapes of the openai-python SDK, ``src/openai/types/realtime/``:
+  ``realtime_audio_formats_param.py`` (``audio/pcm`` at 24000 Hz, ``audio/pcmu``,
+  ``audio/pcma``), ``realtime_audio_input_turn_detection_param.py`` (``server_vad`` with
+  ``create_response`` / ``interrupt_response``),
+  ``realtime_conversation_item_function_call_output_param.py``.
+
+It is small on purpose: a deterministic "model" whose replies tests script with
+:class:`Reply`, an energy detector standing in for server VAD, and a record of every
+event received (:attr:`StandIn.received`) and sent (:attr:`StandIn.sent`) for
+assertions. It enforces the rules the adapter must respect: one response at a time
+(``conversation_already_has_active_response``), cancel only an active response
+(``response_cancel_not_active``), truncate only within the audio sent.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import contextlib
+import itertools
+import json
+import logging
+import struct
+import time
+from collections import deque
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from http import HTTPStatus
+from typing import Any
+
+from websockets.asyncio.server import Server, ServerConnection, serve
+from websockets.exceptions import ConnectionClosed
+from websockets.http11 import Request, Response
+
+from vrt.audio import EnergyVad
+from vrt.protocol.messages import PCM16_24K, Format
+
+__all__ = ["LOGGER", "PCMU_8K", "FunctionCall", "Reply", "StandIn", "stamp_of"]
+
+#: The stand-in's own logger (the provider's side of the wire).
+LOGGER = "standin"
+PCMU_8K = Format(encoding="pcmu", sample_rate=8000)
+_STAMP = struct.Struct("<q")
+
+
+def stamp_of(payload: bytes) -> int:
+    """The ``perf_counter_ns`` a stamping reply wrote into the first 8 bytes of a delta."""
+    return int(_STAMP.unpack_from(payload)[0])
+
+
+@dataclass
+class FunctionCall:
+    """A function call the model makes (``response.output_item.added`` of type
+    ``function_call``, then ``response.function_call_arguments.delta`` fragments of
+    ``chunk`` characters, then ``.done``)."""
+
+    name: str
+    arguments: str
+    call_id: str
+    chunk: int = 8
+
+
+@dataclass
+class Reply:
+    """What the model does in one response: an audio message (one
+    ``response.output_audio.delta`` per element of ``audio``, ``interval`` seconds
+    apart, with the ``transcript`` fragments interleaved), then ``calls``."""
+
+    audio: list[bytes] = field(default_factory=list)
+    transcript: list[str] = field(default_factory=list)
+    calls: list[FunctionCall] = field(default_factory=list)
+    interval: float = 0.0
+    #: For the latency bench: write ``time.perf_counter_ns()`` into the first 8 bytes of
+    #: each delta just before it is sent (the payload then travels unchanged).
+    stamp: bool = False
+
+
+def _format_of(audio_format: Any) -> Format:
+    # realtime_audio_formats_param.py: {"type": "audio/pcm", "rate": 24000} | {"type": "audio/pcmu"}
+    if isinstance(audio_format, dict) and audio_format.get("type") == "audio/pcmu":
+        return PCMU_8K
+    return PCM16_24K
+
+
+def _ms(payload: bytes, fmt: Format) -> float:
+    return len(payload) / 8.0 if fmt.encoding == "pcmu" else len(payload) / 48.0
+
+
+@dataclass
+class _Item:
+    id: str
+    role: str
+    type: str
+    audio_ms: float = 0.0
+    truncated_ms: float | None = None
+
+
+@dataclass
+class _Active:
+    id: str
+    task: asyncio.Task[None] | None
+    metadata: Any
+    #: output items in progress: (item id, output index, kind, call or None, text so far)
+    open_items: dict[str, tuple[int, str, FunctionCall | None, str]] = field(default_factory=dict)
+    output: list[dict[str, Any]] = field(default_factory=list)
+
+
+class _Connection:
+    """One client WebSocket: one provider session with its own conversation."""
+
+    def __init__(self, standin: StandIn, ws: ServerConnection, number: int) -> None:
+        self.standin = standin
+        self.ws = ws
+        self.number = number
+        self.session: dict[str, Any] = {
+            "type": "realtime",
+            "object": "realtime.session",
+            "id": f"sess_{number}",
+            "model": "stand-in",
+            "output_modalities": ["audio"],
+            "audio": {
+                "input": {
+                    "format": {"type": "audio/pcm", "rate": 24000},
+                    "turn_detection": {
+                        "type": "server_vad",
+                        "create_response": True,
+                        "interrupt_response": True,
+                    },
+                },
+                "output": {"format": {"type": "audio/pcm", "rate": 24000}, "voice": "alloy"},
+            },
+            "instructions": "",
+            "tools": [],
+        }
+        self.vad = EnergyVad(threshold=standin.threshold, hangover_ms=standin.silence_ms)
+        self.items: dict[str, _Item] = {}
+        self.active: _Active | None = None
+        self.speech_item: str | None = None
+        self.closed = False
+
+    # -- helpers --
+
+    def _id(self, prefix: str) -> str:
+        return f"{prefix}_{self.number}_{next(self.standin._ids)}"
+
+    async def emit(self, event: dict[str, Any]) -> None:
+        event = {"event_id": self._id("event"), **event}
+        self.standin.sent.append((self.number, event))
+        with contextlib.suppress(ConnectionClosed):
+            await self.ws.send(json.dumps(event))
+
+    async def error(
+        self, code: str, message: str, about: Any, kind: str = "invalid_request_error"
+    ) -> None:
+        # realtime-server-events/error: {type, code, message, param, event_id}
+        event_id = about if self.standin.echo_error_event_ids else None
+        await self.emit(
+            {
+                "type": "error",
+                "error": {
+                    "type": kind,
+                    "code": code,
+                    "message": message,
+                    "param": None,
+                    "event_id": event_id,
+                },
+            }
+        )
+
+    @property
+    def input_format(self) -> Format:
+        return _format_of(self.session["audio"]["input"].get("format"))
+
+    @property
+    def output_format(self) -> Format:
+        return _format_of(self.session["audio"]["output"].get("format"))
+
+    @property
+    def turn_detection(self) -> dict[str, Any]:
+        detection = self.session["audio"]["input"].get("turn_detection")
+        return detection if isinstance(detection, dict) else {}
+
+    # -- client events --
+
+    async def handle(self, event: dict[str, Any]) -> None:
+        kind = event.get("type")
+        about = event.get("event_id")
+        if kind == "session.update":
+            self._merge(self.session, event.get("session") or {})
+            await self.emit({"type": "session.updated", "session": self.session})
+        elif kind == "input_audio_buffer.append":
+            await self._append(base64.b64decode(event["audio"]))
+        elif kind == "conversation.item.create":
+            await self._create_item(event["item"], about)
+        elif kind == "conversation.item.delete":
+            item_id = event.get("item_id")
+            if item_id not in self.items:
+                await self.error("item_not_found", f"no item {item_id}", about)
+            else:
+                del self.items[item_id]
+                await self.emit({"type": "conversation.item.deleted", "item_id": item_id})
+        elif kind == "conversation.item.truncate":
+            await self._truncate(event, about)
+        elif kind == "response.create":
+            if self.active is not None:
+                # Only one response at a time per conversation.
+                await self.error(
+                    "conversation_already_has_active_response",
+                    f"Conversation already has an active response in progress: "
+                    f"{self.active.id}. Wait until the response is finished before "
+                    "creating a new one.",
+                    about,
+                )
+            else:
+                params = event.get("response") or {}
+                self._start(params.get("metadata"))
+        elif kind == "response.cancel":
+            self.standin.cancel_times.append(time.perf_counter_ns())
+            wanted = event.get("response_id")
+            active = self.active
+            if active is None or (wanted is not None and wanted != active.id):
+                # response.cancel: "If there is no response to cancel, the server will
+                # respond with an error."
+                await self.error(
+                    "response_cancel_not_active", "Cancellation failed: no active response", about
+                )
+            else:
+                await self._cancel("client_cancelled")
+
+    def _merge(self, into: dict[str, Any], update: dict[str, Any]) -> None:
+        # session.update: "Only the fields that are present in the session.update are updated."
+        for key, value in update.items():
+            if isinstance(value, dict) and isinstance(into.get(key), dict):
+                self._merge(into[key], value)
+            else:
+                into[key] = value
+
+    async def _create_item(self, item: dict[str, Any], about: Any) -> None:
+        item_id = item.get("id") or self._id("item")
+        if item_id in self.items:
+            await self.error("item_already_exists", f"item {item_id} already exists", about)
+            return
+        self.items[item_id] = _Item(item_id, str(item.get("role", "")), str(item.get("type")))
+        full = {**item, "id": item_id, "object": "realtime.item", "status": "completed"}
+        await self.emit({"type": "conversation.item.added", "previous_item_id": None, "item": full})
+        await self.emit({"type": "conversation.item.done", "previous_item_id": None, "item": full})
+
+    async def _truncate(self, event: dict[str, Any], about: Any) -> None:
+        item = self.items.get(str(event.get("item_id")))
+        end = event.get("audio_end_ms")
+        if item is None or item.role != "assistant":
+            await self.error(
+                "invalid_value", "only assistant message items can be truncated", about
+            )
+        elif not isinstance(end, int) or end < 0 or end > item.audio_ms:
+            # "If the audio_end_ms is greater than the actual audio duration, the server
+            # will respond with an error."
+            await self.error(
+                "invalid_value",
+                f"audio_end_ms {end} is beyond the item's {item.audio_ms:.0f} ms of audio",
+                about,
+            )
+        else:
+            item.truncated_ms = end
+            await self.emit(
+                {
+                    "type": "conversation.item.truncated",
+                    "item_id": item.id,
+                    "content_index": event.get("content_index", 0),
+                    "audio_end_ms": end,
+                }
+            )
+
+    async def _append(self, payload: bytes) -> None:
+        detection = self.turn_detection
+        for vad in self.vad.feed(payload, self.input_format):
+            if vad.kind == "speech-start":
+                self.speech_item = self._id("item")
+                # input_audio_buffer.speech_started: {audio_start_ms, item_id}
+                await self.emit(
+                    {
+                        "type": "input_audio_buffer.speech_started",
+                        "audio_start_ms": int(vad.at_ms),
+                        "item_id": self.speech_item,
+                    }
+                )
+                if detection.get("interrupt_response", True) and self.active is not None:
+                    await self._cancel("turn_detected")
+            else:
+                item_id = self.speech_item or self._id("item")
+                self.speech_item = None
+                await self.emit(
+                    {
+                        "type": "input_audio_buffer.speech_stopped",
+                        "audio_end_ms": int(vad.at_ms),
+                        "item_id": item_id,
+                    }
+                )
+                await self.emit(
+                    {
+                        "type": "input_audio_buffer.committed",
+                        "previous_item_id": None,
+                        "item_id": item_id,
+                    }
+                )
+                self.items[item_id] = _Item(item_id, "user", "message")
+                user = {
+                    "id": item_id,
+                    "object": "realtime.item",
+                    "type": "message",
+                    "status": "completed",
+                    "role": "user",
+                    "content": [{"type": "input_audio", "transcript": None}],
+                }
+                await self.emit(
+                    {"type": "conversation.item.added", "previous_item_id": None, "item": user}
+                )
+                if detection.get("create_response", True) and self.active is None:
+                    self._start(None)
+                if self.session["audio"]["input"].get("transcription"):
+                    # Transcription "runs asynchronously with Response creation".
+                    await self.emit(
+                        {
+                            "type": "conversation.item.input_audio_transcription.completed",
+                            "item_id": item_id,
+                            "content_index": 0,
+                            "transcript": self.standin.user_transcript,
+                            "usage": {"type": "duration", "seconds": vad.duration_ms / 1000},
+                        }
+                    )
+
+    # -- responses --
+
+    def _start(self, metadata: Any) -> None:
+        standin = self.standin
+        reply = standin.replies.popleft() if standin.replies else standin.default_reply
+        active = _Active(self._id("resp"), None, metadata)
+        self.active = active
+        # Started here, so that a response.create right behind this one is refused.
+        active.task = asyncio.get_running_loop().create_task(self._respond(active, reply))
+        standin._tasks.add(active.task)
+        active.task.add_done_callback(standin._tasks.discard)
+
+    async def start_unrequested(self) -> None:
+        """Start a response nobody asked for (as server VAD or an idle timeout does),
+        untagged; an error if one is active."""
+        if self.active is not None:
+            raise AssertionError("a response is active")
+        self._start(None)
+
+    def _response(self, active: _Active, status: str, reason: str | None) -> dict[str, Any]:
+        details = None if reason is None else {"type": status, "reason": reason}
+        return {
+            "object": "realtime.response",
+            "id": active.id,
+            "status": status,
+            "status_details": details,
+            "output": active.output,
+            "metadata": active.metadata,
+            "output_modalities": ["audio"],
+            "conversation_id": f"conv_{self.number}",
+        }
+
+    async def _respond(self, active: _Active, reply: Reply) -> None:
+        response_id = active.id
+        # response.created: "The first event of response creation, where the response
+        # is in an initial state of in_progress." The metadata of response.create is echoed.
+        await self.emit(
+            {"type": "response.created", "response": self._response(active, "in_progress", None)}
+        )
+        index = 0
+        if reply.audio or reply.transcript:
+            item_id = self._id("item")
+            item = _Item(item_id, "assistant", "message")
+            self.items[item_id] = item
+            active.open_items[item_id] = (index, "message", None, "")
+            message = {
+                "id": item_id,
+                "object": "realtime.item",
+                "type": "message",
+                "status": "in_progress",
+                "role": "assistant",
+                "content": [],
+            }
+            base = {"response_id": response_id, "item_id": item_id, "output_index": index}
+            await self.emit(
+                {
+                    "type": "response.output_item.added",
+                    "response_id": response_id,
+                    "output_index": index,
+                    "item": message,
+                }
+            )
+            await self.emit(
+                {"type": "conversation.item.added", "previous_item_id": None, "item": message}
+            )
+            await self.emit(
+                {
+                    "type": "response.content_part.added",
+                    **base,
+                    "content_index": 0,
+                    "part": {"type": "audio", "transcript": ""},
+                }
+            )
+            transcript = ""
+            fmt = self.output_format
+            for n, chunk in enumerate(reply.audio):
+                if n and reply.interval:
+                    await asyncio.sleep(reply.interval)
+                payload = chunk
+                if reply.stamp:
+                    payload = _STAMP.pack(time.perf_counter_ns()) + chunk[_STAMP.size :]
+                item.audio_ms += _ms(payload, fmt)
+                # response.output_audio.delta: response_id, item_id, output_index,
+                # content_index, delta (base64)
+                self.standin.deltas.append(payload)
+                await self.emit(
+                    {
+                        "type": "response.output_audio.delta",
+                        **base,
+                        "content_index": 0,
+                        "delta": base64.b64encode(payload).decode(),
+                    }
+                )
+                if n < len(reply.transcript):
+                    transcript += reply.transcript[n]
+                    await self.emit(
+                        {
+                            "type": "response.output_audio_transcript.delta",
+                            **base,
+                            "content_index": 0,
+                            "delta": reply.transcript[n],
+                        }
+                    )
+            for fragment in reply.transcript[len(reply.audio) :]:
+                transcript += fragment
+                await self.emit(
+                    {
+                        "type": "response.output_audio_transcript.delta",
+                        **base,
+                        "content_index": 0,
+                        "delta": fragment,
+                    }
+                )
+            await self.emit({"type": "response.output_audio.done", **base, "content_index": 0})
+            await self.emit(
+                {
+                    "type": "response.output_audio_transcript.done",
+                    **base,
+                    "content_index": 0,
+                    "transcript": transcript,
+                }
+            )
+            part = {"type": "audio", "transcript": transcript}
+            await self.emit(
+                {"type": "response.content_part.done", **base, "content_index": 0, "part": part}
+            )
+            done = {
+                **message,
+                "status": "completed",
+                "content": [{"type": "output_audio", "transcript": transcript}],
+            }
+            del active.open_items[item_id]
+            active.output.append(done)
+            await self.emit(
+                {
+                    "type": "response.output_item.done",
+                    "response_id": response_id,
+                    "output_index": index,
+                    "item": done,
+                }
+            )
+            await self.emit(
+                {"type": "conversation.item.done", "previous_item_id": None, "item": done}
+            )
+            index += 1
+        for call in reply.calls:
+            item_id = self._id("item")
+            self.items[item_id] = _Item(item_id, "", "function_call")
+            item_json = {
+                "id": item_id,
+                "object": "realtime.item",
+                "type": "function_call",
+                "status": "in_progress",
+                "call_id": call.call_id,
+                "name": call.name,
+                "arguments": "",
+            }
+            active.open_items[item_id] = (index, "function_call", call, "")
+            await self.emit(
+                {
+                    "type": "response.output_item.added",
+                    "response_id": response_id,
+                    "output_index": index,
+                    "item": item_json,
+                }
+            )
+            sent = ""
+            for start in range(0, len(call.arguments), call.chunk):
+                if start and reply.interval:
+                    await asyncio.sleep(reply.interval)
+                fragment = call.arguments[start : start + call.chunk]
+                sent += fragment
+                active.open_items[item_id] = (index, "function_call", call, sent)
+                await self.emit(
+                    {
+                        "type": "response.function_call_arguments.delta",
+                        "response_id": response_id,
+                        "item_id": item_id,
+                        "output_index": index,
+                        "call_id": call.call_id,
+                        "delta": fragment,
+                    }
+                )
+            await self.emit(
+                {
+                    "type": "response.function_call_arguments.done",
+                    "response_id": response_id,
+                    "item_id": item_id,
+                    "output_index": index,
+                    "call_id": call.call_id,
+                    "arguments": call.arguments,
+                }
+            )
+            done = {**item_json, "status": "completed", "arguments": call.arguments}
+            del active.open_items[item_id]
+            active.output.append(done)
+            await self.emit(
+                {
+                    "type": "response.output_item.done",
+                    "response_id": response_id,
+                    "output_index": index,
+                    "item": done,
+                }
+            )
+            index += 1
+        self.active = None
+        # response.done: "Always emitted, no matter the final state."
+        await self.emit(
+            {"type": "response.done", "response": self._response(active, "completed", None)}
+        )
+
+    async def _cancel(self, reason: str) -> None:
+        active = self.active
+        assert active is not None
+        self.active = None
+        if active.task is not None:
+            active.task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await active.task
+        # function_call_arguments.done and output_item.done are "also emitted when a
+        # Response is interrupted, incomplete, or cancelled".
+        for item_id, (index, kind, call, sent) in active.open_items.items():
+            item: dict[str, Any]
+            if call is not None:
+                await self.emit(
+                    {
+                        "type": "response.function_call_arguments.done",
+                        "response_id": active.id,
+                        "item_id": item_id,
+                        "output_index": index,
+                        "call_id": call.call_id,
+                        "arguments": sent,
+                    }
+                )
+                item = {
+                    "id": item_id,
+                    "object": "realtime.item",
+                    "type": kind,
+                    "status": "incomplete",
+                    "call_id": call.call_id,
+                    "name": call.name,
+                    "arguments": sent,
+                }
+            else:
+                item = {
+                    "id": item_id,
+                    "object": "realtime.item",
+                    "type": kind,
+                    "status": "incomplete",
+                    "role": "assistant",
+                    "content": [],
+                }
+            active.output.append(item)
+            await self.emit(
+                {
+                    "type": "response.output_item.done",
+                    "response_id": active.id,
+                    "output_index": index,
+                    "item": item,
+                }
+            )
+        await self.emit(
+            {"type": "response.done", "response": self._response(active, "cancelled", reason)}
+        )
+
+
+class StandIn:
+    """The stand-in server. ``await start()`` returns its ``ws://`` base URL.
+
+    :param api_key: when set, a handshake without ``Authorization: Bearer <api_key>`` is
+        refused with HTTP 401, as the real service does.
+    :param echo_error_event_ids: put the client's ``event_id`` in ``error.event_id``
+        (documented; the real service sometimes sends null, so tests run both ways).
+    """
+
+    def __init__(
+        self,
+        *,
+        api_key: str | None = None,
+        user_transcript: str = "what is the weather",
+        threshold: float = 0.02,
+        silence_ms: float = 200.0,
+        echo_error_event_ids: bool = True,
+    ) -> None:
+        self.api_key = api_key
+        self.user_transcript = user_transcript
+        self.threshold = threshold
+        self.silence_ms = silence_ms
+        self.echo_error_event_ids = echo_error_event_ids
+        #: Replies for the next responses, in order; then :attr:`default_reply`.
+        self.replies: deque[Reply] = deque()
+        self.default_reply = Reply(audio=[bytes(960)], transcript=["ok"])
+        #: Every client event: (connection number, event), in arrival order.
+        self.received: list[tuple[int, dict[str, Any]]] = []
+        #: Every server event sent: (connection number, event).
+        self.sent: list[tuple[int, dict[str, Any]]] = []
+        #: The payload of every audio delta sent, in order (after stamping).
+        self.deltas: list[bytes] = []
+        #: perf_counter_ns at the arrival of each response.cancel.
+        self.cancel_times: list[int] = []
+        #: The handshake of each connection: (path with query, Authorization header).
+        self.handshakes: list[tuple[str, str | None]] = []
+        self.connections: list[_Connection] = []
+        #: Refuse this many coming handshakes with HTTP 503 (an outage).
+        self.refuse = 0
+        self._ids = itertools.count(1)
+        self._tasks: set[asyncio.Task[None]] = set()
+        self._server: Server | None = None
+        self.url = ""
+
+    async def start(self) -> str:
+        self._server = await serve(
+            self._serve,
+            "127.0.0.1",
+            0,
+            process_request=self._check,
+            compression=None,
+            max_size=None,
+            # Its own logger: the "provider" logs the headers it received, key included;
+            # tests about our logs leave this one out.
+            logger=logging.getLogger(LOGGER),
+        )
+        port = next(iter(self._server.sockets)).getsockname()[1]
+        self.url = f"ws://127.0.0.1:{port}/v1/realtime"
+        return self.url
+
+    async def close(self) -> None:
+        for task in list(self._tasks):
+            task.cancel()
+        if self._server is not None:
+            self._server.close()
+            with contextlib.suppress(Exception):
+                await asyncio.wait_for(self._server.wait_closed(), 2.0)
+
+    async def __aenter__(self) -> StandIn:
+        await self.start()
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.close()
+
+    def _check(self, connection: ServerConnection, request: Request) -> Response | None:
+        authorization = request.headers.get("Authorization")
+        self.handshakes.append((request.path, authorization))
+        if self.api_key is not None and authorization != f"Bearer {self.api_key}":
+            return connection.respond(HTTPStatus.UNAUTHORIZED, "Incorrect API key provided\n")
+        if self.refuse > 0:  # an outage: the service answers, but not with a WebSocket
+            self.refuse -= 1
+            return connection.respond(HTTPStatus.SERVICE_UNAVAILABLE, "overloaded\n")
+        return None
+
+    async def _serve(self, ws: ServerConnection) -> None:
+        connection = _Connection(self, ws, len(self.connections) + 1)
+        self.connections.append(connection)
+        await connection.emit({"type": "session.created", "session": connection.session})
+        try:
+            async for raw in ws:
+                event = json.loads(raw)
+                self.received.append((connection.number, event))
+                await connection.handle(event)
+        except ConnectionClosed:
+            pass
+        finally:
+            connection.closed = True
+            if connection.active is not None and connection.active.task is not None:
+                connection.active.task.cancel()
+
+    # -- for tests --
+
+    def events(
+        self, kind: str | None = None, *, connection: int | None = None
+    ) -> list[dict[str, Any]]:
+        """Client events received, of ``kind`` (all when None), on ``connection``."""
+        return [
+            event
+            for number, event in self.received
+            if (kind is None or event.get("type") == kind)
+            and (connection is None or number == connection)
+        ]
+
+    def sent_events(self, kind: str) -> list[dict[str, Any]]:
+        return [event for _, event in self.sent if event.get("type") == kind]
+
+    async def wait_for(
+        self,
+        kind: str,
+        count: int = 1,
+        *,
+        where: Callable[[dict[str, Any]], bool] | None = None,
+        connection: int | None = None,
+        timeout: float = 5.0,
+    ) -> list[dict[str, Any]]:
+        """Until ``count`` client events of ``kind`` (matching ``where``) arrived."""
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + timeout
+        while True:
+            found = [
+                e for e in self.events(kind, connection=connection) if where is None or where(e)
+            ]
+            if len(found) >= count:
+                return found
+            if loop.time() > deadline:
+                raise AssertionError(
+                    f"the stand-in got {len(found)} {kind} event(s), expected {count}; "
+                    f"received: {[e.get('type') for _, e in self.received][-40:]}"
+                )
+            await asyncio.sleep(0.002)
+
+    async def wait_connections(self, count: int, timeout: float = 5.0) -> None:
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + timeout
+        while len(self.connections) < count:
+            if loop.time() > deadline:
+                raise AssertionError(f"{len(self.connections)} connection(s), expected {count}")
+            await asyncio.sleep(0.002)
+
+    async def inject(self, event: dict[str, Any]) -> None:
+        """Send ``event`` on the latest connection (e.g. an ``error``)."""
+        await self.connections[-1].emit(event)
+
+    def drop(self) -> None:
+        """Cut the latest connection at once, without a close frame."""
+        transport = self.connections[-1].ws.transport
+        transport.abort()

@@ -1,0 +1,75 @@
+"""Fixtures for the server tests: a live :class:`~vrt.server.app.VrtServer` running the
+scripted agent on 127.0.0.1 (port 0) inside the test's event loop, and raw clients
+that are closed before the server is.
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+_TESTS = str(Path(__file__).resolve().parents[1])
+if _TESTS not in sys.path:  # tests/ has no __init__.py: make ``support`` importable
+    sys.path.insert(0, _TESTS)
+
+from support import (  # noqa: E402
+    Connect,
+    OpenSession,
+    RawClient,
+    RunningServer,
+    StartServer,
+    start_server,
+)
+from vrt.protocol.messages import Ready  # noqa: E402
+
+
+@pytest.fixture
+async def start() -> AsyncIterator[StartServer]:
+    """Start servers with options of :func:`support.start_server`; all closed after."""
+    running: list[RunningServer] = []
+
+    async def starter(**options: Any) -> RunningServer:
+        server = await start_server(**options)
+        running.append(server)
+        return server
+
+    yield starter
+    for server in running:
+        await server.close()
+
+
+@pytest.fixture
+async def server(start: StartServer) -> RunningServer:
+    """A server with the default configuration; ``server.url`` is its URL."""
+    return await start()
+
+
+@pytest.fixture
+async def connect(start: StartServer) -> AsyncIterator[Connect]:
+    """Open raw clients; every one is closed after the test, before the servers."""
+    clients: list[RawClient] = []
+
+    async def connector(url: str, *, auto_ack: bool = False) -> RawClient:
+        client = await RawClient.connect(url, auto_ack=auto_ack)
+        clients.append(client)
+        return client
+
+    yield connector
+    for client in clients:
+        await client.close()
+
+
+@pytest.fixture
+def open_session(connect: Connect) -> OpenSession:
+    """Connect, send ``hello`` with the given members and return the client and ``ready``."""
+
+    async def opener(url: str, *, auto_ack: bool = False, **hello: Any) -> tuple[RawClient, Ready]:
+        client = await connect(url, auto_ack=auto_ack)
+        ready = await client.hello(**hello)
+        return client, ready
+
+    return opener
