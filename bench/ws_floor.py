@@ -115,7 +115,7 @@ def machine_cpu_s() -> tuple[float, float]:
     """(busy, steal) CPU seconds of the whole machine, from /proc/stat."""
     with open("/proc/stat") as f:
         v = [int(x) for x in f.readline().split()[1:]]
-    user, nice, system, idle, iowait, irq, softirq, steal = (v + [0] * 8)[:8]
+    user, nice, system, _idle, _iowait, irq, softirq, steal = (v + [0] * 8)[:8]
     return (user + nice + system + irq + softirq) / _TICK, steal / _TICK
 
 
@@ -464,7 +464,8 @@ async def run_client(port: int, pid: int, cfg: dict) -> dict:
         # large, instead of the one-frame-per-syscall pace of a real sender.
         async def binary_batched(n):
             key = os.urandom(4)
-            masked = bytes(a ^ b for a, b in zip(BIN_MSG, key * (len(BIN_MSG) // 4 + 1)))
+            masked = bytes(a ^ b for a, b in zip(BIN_MSG, key * (len(BIN_MSG) // 4 + 1),
+                                                   strict=False))
             frame = bytes([0x82, 0x80 | 126]) + len(BIN_MSG).to_bytes(2, "big") + key + masked
             per = 64
             chunk = frame * per
@@ -516,7 +517,7 @@ METRICS = [  # (key path, label, format)
 
 def summarize(runs: list[dict]) -> dict:
     s = {}
-    for (a, b), label, _ in METRICS:
+    for (a, b), _label, _ in METRICS:
         vals = [r[a][b] for r in runs if a in r]
         if vals:
             s[f"{a}.{b}"] = {"median": statistics.median(vals), "min": min(vals),
@@ -534,7 +535,8 @@ def table(summary: dict) -> str:
             row.append(fmt.format(v["median"]) if v else "-")
         rows.append(row)
     w = [max(len(r[i]) for r in rows) for i in range(len(head))]
-    lines = [" | ".join(c.rjust(w[i]) if i else c.ljust(w[i]) for i, c in enumerate(r)) for r in rows]
+    lines = [" | ".join(c.rjust(w[i]) if i else c.ljust(w[i]) for i, c in enumerate(r))
+             for r in rows]
     lines.insert(1, "-+-".join("-" * x for x in w))
     return "\n".join(lines)
 
@@ -551,14 +553,17 @@ def versions() -> dict:
 
 
 def main() -> int:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap = argparse.ArgumentParser(description=__doc__,
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--quick", action="store_true", help="~60 s run")
     ap.add_argument("--reps", type=int, help="repetitions per server (median reported)")
-    ap.add_argument("--servers", default=",".join(KINDS), help="comma-separated subset of " + ",".join(KINDS))
+    ap.add_argument("--servers", default=",".join(KINDS),
+                    help="comma-separated subset of " + ",".join(KINDS))
     ap.add_argument("--ws-max-queue", type=int, default=64, help="websockets max_queue (frames)")
     ap.add_argument("--wait-quiet", type=float, default=0.0, metavar="S",
                     help="before each server run, wait up to S seconds for other load to stop")
-    ap.add_argument("--out", default=str(Path(__file__).resolve().parent / "results" / "ws_floor.json"))
+    ap.add_argument("--out",
+                    default=str(Path(__file__).resolve().parent / "results" / "ws_floor.json"))
     # internal: server subprocess
     ap.add_argument("--serve", choices=KINDS, help=argparse.SUPPRESS)
     ap.add_argument("--max-life", type=float, default=300.0, help=argparse.SUPPRESS)
@@ -607,19 +612,23 @@ def main() -> int:
                 if args.wait_quiet > 0:
                     busy = wait_quiet(args.wait_quiet)
                     if busy >= 0.3:
-                        print(f"  (machine still busy: {busy:.2f} cores; measuring anyway)", flush=True)
+                        print(f"  (machine still busy: {busy:.2f} cores; measuring anyway)",
+                              flush=True)
                 p, port = start_server(kind, args)
                 try:
-                    m0, st0, me0, t0 = *machine_cpu_s(), self_cpu_s() + cpu_s(p.pid), time.monotonic()
+                    (m0, st0), me0 = machine_cpu_s(), self_cpu_s() + cpu_s(p.pid)
+                    t0 = time.monotonic()
                     res = client_run(port, p.pid, cfg)
-                    m1, st1, me1, t1 = *machine_cpu_s(), self_cpu_s() + cpu_s(p.pid), time.monotonic()
+                    (m1, st1), me1 = machine_cpu_s(), self_cpu_s() + cpu_s(p.pid)
+                    t1 = time.monotonic()
                     # CPU used by anything but this benchmark (other jobs on the VM) and steal
                     res["foreign_cores"] = max(0.0, ((m1 - m0) - (me1 - me0)) / (t1 - t0))
                     res["steal_cores"] = (st1 - st0) / (t1 - t0)
                     res["rep"] = rep
                     raw[kind].append(res)
                     print(f"  rep {rep} {kind:20s} rtt p50 {res['rtt']['p50_us']:6.0f} us  "
-                          f"push {res['push']['k_per_s']:4.0f} k/s  bin {res['bin']['k_per_s']:4.0f} k/s  "
+                          f"push {res['push']['k_per_s']:4.0f} k/s  "
+                          f"bin {res['bin']['k_per_s']:4.0f} k/s  "
                           f"bin64 {res['bin_batched']['k_per_s']:4.0f} k/s  "
                           f"idle {res['idle']['rss_kb_per_conn']:5.1f} KB/conn "
                           f"{res['idle']['connect_per_s']:5.0f} conn/s  "
@@ -653,10 +662,12 @@ def main() -> int:
         except ValueError:
             doc = {}
     doc.setdefault("runs", {})[mode] = {
-        "when": time.strftime("%Y-%m-%dT%H:%M:%S%z"), "elapsed_s": round(time.monotonic() - started, 1),
+        "when": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+        "elapsed_s": round(time.monotonic() - started, 1),
         "config": cfg, "versions": versions(), "cpus": os.cpu_count(),
         "loadavg_end": os.getloadavg(), "client": "picows ws_connect on uvloop, CPU 1",
-        "ws_max_queue": args.ws_max_queue, "wait_quiet": args.wait_quiet, "summary": summary, "raw": raw, "errors": errors,
+        "ws_max_queue": args.ws_max_queue, "wait_quiet": args.wait_quiet,
+        "summary": summary, "raw": raw, "errors": errors,
     }
     out.write_text(json.dumps(doc, indent=1))
     print(f"wrote {out}")

@@ -244,6 +244,13 @@ def conformance_server(
         Path | None, typer.Option("--junit", help="Write a JUnit XML report here.")
     ] = None,
     timeout: Annotated[float, typer.Option(help="Seconds allowed per check.")] = 20.0,
+    heartbeat_timeout: Annotated[
+        float | None,
+        typer.Option(
+            metavar="SEC",
+            help="The server's heartbeat timeout, to check close 4408 (§4.4); skipped without it.",
+        ),
+    ] = None,
 ) -> None:
     """Run the server suite against URL. Exits non-zero if any MUST check fails."""
     from .conformance.server_suite import run_server_suite
@@ -257,6 +264,7 @@ def conformance_server(
             json_path=json_report,
             junit_path=junit_report,
             timeout=timeout,
+            heartbeat_timeout=heartbeat_timeout,
         )
     )
 

@@ -573,11 +573,16 @@ async def test_a_cancelled_response_never_issues_its_partial_call(
         await standin.wait_for("response.cancel")
         await s.drain(0.2)
         assert not s.all(RunTool)
-    assert not [
-        e
+    # The provider's call item still gets an output (no dangling call), saying it never ran.
+    (output,) = [
+        e["item"]
         for e in standin.events("conversation.item.create")
         if e["item"]["type"] == "function_call_output"
     ]
+    assert output["call_id"] == PROVIDER_CALL_ID
+    assert json.loads(output["output"])["status"] == "cancelled"
+    assert len(standin.events("response.create")) == 1
+    assert not errors_sent(standin)
 
 
 # --- context --------------------------------------------------------------------------

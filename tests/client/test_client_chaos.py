@@ -56,11 +56,6 @@ MAX_CUTS = 3
 CUT_CHANCE = 0.03
 #: A run that has not settled by then has hung.
 RUN_TIMEOUT = 10.0
-#: BUG (see test_client_musts.py::test_7_1_calls_after_an_interrupted_call_still_run):
-#: once a running tool was cancelled, VrtClient never starts another call. Until it is
-#: fixed, a run makes no tool call after a cancellation, so that the other guarantees
-#: stay checked. Set to False once the bug is fixed.
-AVOID_CALLS_AFTER_CANCEL = True
 
 
 class ChaosHook:
@@ -79,9 +74,8 @@ class ChaosHook:
         return "forward+cut" if self.rng.random() < 0.5 else "drop+cut"
 
 
-def command(rng: random.Random, calls_allowed: bool) -> str:
-    kinds = ["echo", "speak", "burst"] + (["call", "calls"] * 2 if calls_allowed else [])
-    kind = rng.choice(kinds)
+def command(rng: random.Random) -> str:
+    kind = rng.choice(["echo", "speak", "burst", "call", "calls", "call", "calls"])
     if kind == "call":
         arguments = {"a": rng.randint(0, 9), "b": rng.randint(0, 9)}
         return f"call add {json.dumps(arguments)}"
@@ -151,8 +145,7 @@ class Run:
         await self.client.connect()
         self.hook.enabled = True
         for _ in range(self.rng.randint(3, 5)):
-            calls_allowed = not (AVOID_CALLS_AFTER_CANCEL and self.kit.cancelled)
-            await self.send(command(self.rng, calls_allowed))
+            await self.send(command(self.rng))
             then = self.rng.random()
             if then < 0.4:
                 await self.settled()
@@ -204,7 +197,6 @@ async def test_chaos_random_cuts(
     server = await make_server(config=ServerConfig(tool_timeout=5.0), resume_window=10.0)
     seeds = [int(SEED)] if SEED else list(range(RUNS))
     cuts = 0
-    stats: Counter[str] = Counter()
     for seed in seeds:
         proxy = await make_proxy(server.url)
         kit = make_kit()
@@ -224,14 +216,4 @@ async def test_chaos_random_cuts(
             await recorder.stop()
             await proxy.close()
         cuts += run.hook.cuts
-        stats["cuts"] += run.hook.cuts
-        stats["calls"] += len(proxy.tool_calls())
-        stats["interrupted_results"] += sum(1 for r in proxy.tool_results().values() if r[0].get("code") == "INTERRUPTED")
-        stats["cancelled"] += len(kit.cancelled)
-        stats["local_interrupts"] += len(proxy.messages("c2s", type="interrupt"))
-        stats["server_interrupted"] += len(proxy.messages("s2c", type="interrupted"))
-        stats["audio_frames_s2c"] += len(proxy.audio("s2c"))
-        stats["chunks"] += len(recorder.of(AudioChunk))
-        stats["links"] += len(proxy.links)
-    print("STATS", dict(stats))
     assert cuts > 0 or len(seeds) < 10  # the runs did exercise resumes

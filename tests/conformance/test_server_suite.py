@@ -112,41 +112,55 @@ def test_readme_maps_every_check() -> None:
     ]
     assert not missing, f"conformance/README.md does not describe {missing}"
     mentioned = set(re.findall(r"`([a-z0-9]+(?:-[a-z0-9]+)+)`", server_part))
-    known = {c.id for c in SUITE.checks} | {v.name for v in VARIANTS}
+    known = {c.id for c in SUITE.checks} | {v.name for v in VARIANTS} | {TOOL_STREAM}
     unknown = {m for m in mentioned if m.split("-")[0] in {"seq", "ack", "resume", "tool", "table"}}
     assert unknown <= known, f"README names checks that do not exist: {unknown - known}"
 
 
-async def test_our_server_without_authentication() -> None:
-    async with serving() as url:
-        results = await run_checks(options(url))
-    assert len(results) == len(SUITE.checks)
-    assert_conforms(results, NEEDS_HEARTBEAT, NEEDS_AUTH, LOOPBACK)
+async def run_against(label: str, **config: Any) -> tuple[str, list[Result]]:
+    """The whole suite (or ``select``) against our server in one configuration."""
+    select = config.pop("select", ())
+    auth = bool(config.get("auth"))
+    async with serving(**config) as url:
+        return label, await run_checks(options(url, auth=auth), select=select)
 
 
-async def test_our_server_with_two_principals() -> None:
-    async with serving(auth=True) as url:
-        results = await run_checks(options(url, auth=True))
-    assert_conforms(results, NEEDS_HEARTBEAT, HAS_AUTH, LOOPBACK)
-    passed = {r.check_id for r in results if r.outcome == "pass"}
+async def test_our_server_passes_with_and_without_authentication() -> None:
+    """Without authentication, and with two principals (--auth and --auth-other); the
+    two runs go side by side, each against its own server."""
+    runs = dict(await asyncio.gather(run_against("plain"), run_against("auth", auth=True)))
+    plain, auth = runs["plain"], runs["auth"]
+    assert len(plain) == len(SUITE.checks)
+    assert_conforms(plain, NEEDS_HEARTBEAT, NEEDS_AUTH, LOOPBACK)
+    assert_conforms(auth, NEEDS_HEARTBEAT, HAS_AUTH, LOOPBACK)
+    passed = {r.check_id for r in auth if r.outcome == "pass"}
     assert "auth-foreign-resume-like-unknown" in passed
     assert "auth-resume-needs-credential" in passed
 
 
 #: The checks a capability changes: run against servers supporting fewer of them.
 CAPABILITY_CHECKS = ("capabilities", "tool", "preview", "resume-replay", "framing", "epoch")
+FEWER: dict[str, tuple[str, ...]] = {
+    "none": (),
+    "tool-stream": (TOOL_STREAM,),
+    "global-ids": (GLOBAL_IDS,),
+}
 
 
-@pytest.mark.parametrize(
-    "capabilities", [(), (TOOL_STREAM,), (GLOBAL_IDS,)], ids=["none", "tool-stream", "global-ids"]
-)
-async def test_our_server_with_fewer_capabilities(capabilities: tuple[str, ...]) -> None:
-    async with serving(capabilities=capabilities) as url:
-        results = await run_checks(options(url), select=CAPABILITY_CHECKS)
-    assert_conforms(results, NOT_IN_EFFECT)
-    for r in results:
-        if r.outcome == "skip":
-            assert not any(token in r.detail for token in capabilities), r.detail
+async def test_our_server_passes_with_fewer_capabilities() -> None:
+    runs = await asyncio.gather(
+        *(
+            run_against(label, capabilities=caps, select=CAPABILITY_CHECKS)
+            for label, caps in FEWER.items()
+        )
+    )
+    for label, results in runs:
+        assert_conforms(results, NOT_IN_EFFECT)
+        for r in results:
+            if r.outcome == "skip":
+                assert not any(token in r.detail for token in FEWER[label]), (label, r.detail)
+        skipped = {r.check_id for r in results if r.outcome == "skip"}
+        assert ("tool-stream-client-call" in skipped) == (TOOL_STREAM not in FEWER[label])
 
 
 async def test_heartbeat_timeout_when_known() -> None:

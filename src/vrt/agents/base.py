@@ -170,6 +170,13 @@ class AgentSession:
         self._core.agent_error(message, recoverable=recoverable)
         self._flush()
 
+    def close(self, message: str) -> None:
+        """End the session for good: ``AGENT_ERROR`` (not recoverable), then close 1000
+        (§5.6). The agent's ``run`` is cancelled."""
+        self._core.agent_error(message, recoverable=False)
+        self._core.close(message)
+        self._flush()
+
 
 @dataclass(frozen=True, slots=True)
 class Turn:

@@ -28,7 +28,9 @@ What maps to what (the agent seam of ``docs/agents.md``; no special case in the 
 * an INTERRUPTED call is never fed back as if current: it gets an explicit
   "interrupted" ``function_call_output`` (so the provider's conversation has no dangling
   call, and the model knows the call may or may not have run) and *no*
-  ``response.create``: nobody asked for an answer any more.
+  ``response.create``: nobody asked for an answer any more. A call whose arguments
+  never completed (response cancelled or cut off) is never issued and gets a
+  "cancelled, not run" output, likewise without ``response.create``.
 * ``ResponseInterrupted`` and text during a response cancel the provider response.
   The provider allows one response at a time: we track it from ``response.created`` /
   ``response.done``, cancel only responses we saw created, cancel a requested one as soon
@@ -146,6 +148,13 @@ _MAX_PENDING: Final = 256
 #: Event ids of best-effort deletes remembered per provider session.
 _MAX_BEST_EFFORT: Final = 64
 
+
+#: The output of a call whose arguments never completed: every function call item
+#: the provider made gets an output, so its conversation holds no dangling call.
+_NOT_RUN: Final = {
+    "status": "cancelled",
+    "note": "The response was stopped before this call was complete; it was not run.",
+}
 
 # --- configuration --------------------------------------------------------------------
 
@@ -321,7 +330,6 @@ class _Call:
     name: str
     response: _Response
     handle: ToolCallHandle | None
-    public_id: str | None = None
     finished: bool = False  # issued (or failed): later events for it are ignored
 
 
@@ -514,7 +522,7 @@ class OpenAIRealtimeAgent:
                         f"the model service refused the API key (HTTP {status}): "
                         "check OPENAI_API_KEY"
                     )
-                    self.session.error(message, recoverable=False)
+                    self.session.close(message)
                     raise ProviderRefused(message) from None
                 problem = f"HTTP {status}"
             except (OSError, TimeoutError, websockets.InvalidHandshake) as exc:
@@ -781,6 +789,7 @@ class OpenAIRealtimeAgent:
             # or cancelled". Arguments of a cancelled response are never issued.
             if call.handle is not None:
                 call.handle.fail("the response was cancelled")
+            self._call_output(link, call, _NOT_RUN)
             return
         try:
             arguments = json.loads(str(event.get("arguments") or "{}"))
@@ -798,7 +807,6 @@ class OpenAIRealtimeAgent:
             settled = future.result()
             self._call_output(link, call, {"error": settled.message or "the call was not made"})
             return
-        call.public_id = call.handle.call_id
         link.calls[call.handle.call_id] = call
         record.open_calls.add(call.handle.call_id)
 
@@ -811,6 +819,7 @@ class OpenAIRealtimeAgent:
             call.finished = True
             if call.handle is not None:
                 call.handle.fail("the model stopped before completing the arguments")
+            self._call_output(link, call, _NOT_RUN)
 
     def _audio(self, link: _Link, record: _Response, event: dict[str, Any]) -> _Audio:
         key = (str(event.get("item_id")), int(event.get("content_index") or 0))
@@ -941,15 +950,20 @@ class OpenAIRealtimeAgent:
 
     def _follow_up(self, link: _Link, record: _Response) -> None:
         """Once the response is done and every call has its output: one response.create
-        so that the model answers with the results, in the same turn."""
+        so that the model answers with the results, in the same turn. A response that
+        did not complete (failed, cut off) gets no follow-up: its turn ends."""
         if not record.done or record.open_calls or record.followed_up:
             return
         record.followed_up = True
         link.responses.pop(record.id, None)
         turn = record.turn
-        if turn is not None and turn.active:
+        if turn is None or not turn.active:
+            return
+        if record.status == "completed":
             turn.state("thinking")
             self._request(link, turn)
+        elif self._waiting_turn(link) != turn:
+            turn.end()
 
     def _on_tool_settled(self, link: _Link, event: ToolSettled) -> None:
         call = link.calls.pop(event.call_id, None)
@@ -977,10 +991,6 @@ class OpenAIRealtimeAgent:
         else:
             error = {"code": event.code or "FAILED", "message": event.message or ""}
             self._call_output(link, call, {"error": error})
-        if record.status == "cancelled":
-            if not record.open_calls:
-                link.responses.pop(record.id, None)
-            return
         self._follow_up(link, record)
 
     # -- context --

@@ -79,9 +79,9 @@ class PlaybackClock:
 def _sounddevice() -> ModuleType:
     try:
         return importlib.import_module("sounddevice")
-    except ImportError as exc:  # also OSError-free: PortAudio missing raises OSError
+    except ImportError as exc:
         raise RuntimeError("audio needs the sounddevice package: pip install 'vrt[audio]'") from exc
-    except OSError as exc:
+    except OSError as exc:  # sounddevice is there, the PortAudio library is not
         raise RuntimeError(f"sounddevice cannot load PortAudio: {exc}") from exc
 
 

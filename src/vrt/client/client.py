@@ -33,12 +33,17 @@ from ..protocol.client import (
     SessionFailed,
 )
 from ..protocol.messages import UNSET, Format, InterruptReason, UnsetType
-from ..protocol.server import Close, SendBinary, SendText
+from ..protocol.server import Close, CloseCode, SendBinary, SendText
 from .tools import ClientTool, ToolContext, ToolError
 
 __all__ = ["Disconnected", "Event", "SessionClosed", "VrtClient", "VrtError"]
 
 log = logging.getLogger("vrt.client")
+
+#: How long a clean close waits for the server's close frame.
+CLOSE_TIMEOUT = 2.0
+#: How long closing a connection found dead waits before dropping it.
+DEAD_CLOSE_TIMEOUT = 0.1
 
 
 class Disconnected(NamedTuple):
@@ -124,6 +129,8 @@ class VrtClient:
         self._ready: asyncio.Future[Connected] | None = None
         self._running: dict[str, tuple[asyncio.Task[None], ToolContext]] = {}
         self._closing = False
+        self._stopped = False  # SessionClosed was emitted
+        self._opened = False  # the current connection got its ready
 
     # -- lifecycle --
 
@@ -142,13 +149,14 @@ class VrtClient:
         self._closing = True
         if self._ws is not None:
             with contextlib.suppress(Exception):
-                await self._ws.close(1000, "client done")
+                await asyncio.wait_for(self._ws.close(1000, "client done"), CLOSE_TIMEOUT)
         if self._runner is not None:
             self._runner.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await self._runner
         for task, _ in list(self._running.values()):
             task.cancel()
+        self._stop("closed by the application")
 
     async def __aenter__(self) -> VrtClient:
         await self.connect()
@@ -230,6 +238,7 @@ class VrtClient:
                 running[1].cancel.cancel()
                 running[0].cancel()
         elif isinstance(event, Connected):
+            self._opened = True
             if self._ready is not None and not self._ready.done():
                 self._ready.set_result(event)
         elif isinstance(event, SessionFailed):
@@ -269,7 +278,12 @@ class VrtClient:
         attempt = 0
         try:
             while not self._closing:
-                code, reason = await self._connection()
+                self._opened = False
+                try:
+                    code, reason = await self._connection()
+                except (websockets.InvalidURI, ValueError) as exc:
+                    self._stop(f"cannot connect to {self.url!r}: {exc}")
+                    return
                 if self._closing:
                     break
                 core = self.core
@@ -286,8 +300,9 @@ class VrtClient:
                         self._stop(f"connection closed ({code}: {reason})")
                     return
                 self._events.put_nowait(Disconnected(code, reason, True))
-                delay = min(self.backoff_max, self.backoff_initial * (2**attempt))
-                attempt = attempt + 1 if core.session_id is None or not self.connected else 0
+                # Exponential backoff with jitter, restarting once a connection got ready.
+                attempt = 0 if self._opened else attempt + 1
+                delay = min(self.backoff_max, self.backoff_initial * 2 ** max(0, attempt - 1))
                 await asyncio.sleep(delay * random.uniform(0.5, 1.0))
         finally:
             if self._ready is not None and not self._ready.done():
@@ -297,7 +312,9 @@ class VrtClient:
         self._closing = True
         if self._ready is not None and not self._ready.done():
             self._ready.set_exception(VrtError("CLOSED", reason))
-        self._events.put_nowait(SessionClosed(reason))
+        if not self._stopped:
+            self._stopped = True
+            self._events.put_nowait(SessionClosed(reason))
 
     async def _connection(self) -> tuple[int | None, str]:
         """One WebSocket: hello, frames both ways, timers; returns its close code and reason."""
@@ -348,8 +365,15 @@ class VrtClient:
                 elif type(item) is SendBinary:
                     await ws.send(item.data)
                 elif isinstance(item, Close):
-                    await ws.close(item.code, item.reason)
+                    # §4.4: a dead connection gets its close frame (4000) but no wait
+                    # for an answer that will not come; the resume starts at once.
+                    dead = item.code == CloseCode.REPLACED
+                    timeout = DEAD_CLOSE_TIMEOUT if dead else CLOSE_TIMEOUT
+                    await asyncio.wait_for(ws.close(item.code, item.reason), timeout)
                     return
+            except TimeoutError:
+                ws.transport.abort()
+                return
             except websockets.ConnectionClosed:
                 return
 

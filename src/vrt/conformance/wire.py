@@ -22,7 +22,7 @@ import asyncio
 import contextlib
 import json
 import time
-from collections.abc import Awaitable, Callable, Collection, Mapping
+from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Final, Protocol
 
@@ -43,6 +43,7 @@ __all__ = [
     "Opener",
     "Refused",
     "Session",
+    "Turn",
     "WireError",
     "audio_frame",
     "compact",
@@ -299,7 +300,9 @@ class Connection:
                     data=parsed,
                     invalid=f"{decoded.code}: {decoded.reason}",
                 )
-                self.log.add(self.label, "<", None, f"{_shown(raw, False)}   [INVALID: {decoded}]")
+                self.log.add(
+                    self.label, "<", _seq_of(parsed), f"{_shown(raw, False)}   [INVALID: {decoded}]"
+                )
             else:
                 item = Incoming(
                     self.label,
@@ -312,7 +315,7 @@ class Connection:
                     data=parsed,
                     message=decoded.message,
                 )
-                self.log.add(self.label, "<", None, _shown(raw, False))
+                self.log.add(self.label, "<", decoded.seq, _shown(raw, False))
         self.received.append(item)
         for listener in self.listeners:
             listener(item)
@@ -764,8 +767,3 @@ class Session:
 
 def _int(value: Any) -> int:
     return value if type(value) is int else -1
-
-
-async def gather_quietly(*aws: Awaitable[Any]) -> None:
-    """Await everything, ignoring failures (for cleanup)."""
-    await asyncio.gather(*aws, return_exceptions=True)

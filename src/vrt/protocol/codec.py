@@ -112,6 +112,7 @@ class Decoded(NamedTuple, Generic[M]):
 
 
 _TAKES_ANY_NUMBER: Final = (int, float)
+_ENVELOPE: Final = frozenset({"v", "seq", "type"})
 _JSON_STRING: Final = re.compile(rb'"(?:[^"\\]|\\.)*"', re.DOTALL)
 _SURROGATE: Final = re.compile("[\ud800-\udfff]")
 _SEQ_RULE: Final = {
@@ -219,7 +220,7 @@ class Decoder:
         self._schemas: dict[str, MessageSchema] = message_schemas()[sender]
         classes = CLIENT_TYPES if sender == "client" else SERVER_TYPES
         self._classes: dict[str, type[Message]] = {cls.TYPE: cls for cls in classes}
-        self._known = {t: s.members | {"v", "seq", "type"} for t, s in self._schemas.items()}
+        self._known = {t: s.members | _ENVELOPE for t, s in self._schemas.items()}
         self._nested = _nested_members()
 
     @property
@@ -284,7 +285,12 @@ class Decoder:
 
         # Unknown members go to ``extra``, never through msgspec, where a member named
         # like a field ("extra") would be taken for it.
-        unknown = value.keys() - self._known[type_]
+        known = (
+            self._known[type_]
+            if not schema.conditionals
+            else schema.active_members(value) | _ENVELOPE
+        )
+        unknown = value.keys() - known
         fields = {k: v for k, v in value.items() if k not in unknown} if unknown else value
         if type_ in self._nested:
             fields = self._build_nested(fields)
@@ -441,18 +447,29 @@ def _wire_object(obj: _Object) -> dict[str, Any]:
             if isinstance(fmt, Format):
                 wire[member] = _wire_object(fmt)
     if extra:
-        known = _member_names(type(obj))
-        # Kept members never stand in for known ones.
+        known = _member_names(type(obj), wire)
         wire.update({key: item for key, item in extra.items() if key not in known})
     return wire
 
 
-@cache
-def _member_names(cls: type[_Object]) -> frozenset[str]:
-    names = {f.encode_name for f in msgspec.structs.fields(cls) if f.name != "extra"}
+def _member_names(cls: type[_Object], wire: dict[str, Any]) -> frozenset[str]:
+    """The members ``wire`` (an object of ``cls``) has, so that kept unknown members
+    never stand in for them; a member of a branch that does not apply is not one."""
     if issubclass(cls, Message):
-        names |= {"v", "seq", "type"}  # the envelope; inside formats and tools they are unknown
-    return frozenset(names)
+        schema = _schema_of(cls)
+        return schema.active_members(wire) | _ENVELOPE
+    return _object_members(cls)
+
+
+@cache
+def _object_members(cls: type[_Object]) -> frozenset[str]:
+    return shared_object_members("format" if cls is Format else "tool")
+
+
+@cache
+def _schema_of(cls: type[Message]) -> MessageSchema:
+    sender: Sender = "client" if cls in CLIENT_TYPES else "server"
+    return message_schemas()[sender][cls.TYPE]
 
 
 def encode(message: Message, seq: int = 0) -> bytes:

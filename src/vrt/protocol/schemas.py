@@ -36,9 +36,27 @@ class MessageSchema:
     sender: Sender
     type: str
     seq_class: SeqClass
+    #: Every member the schema names, conditional ones included.
     members: frozenset[str]
     schema: dict[str, Any]
     validator: jsonschema_rs.Validator
+    #: Members that exist always, and (member, value, members then, members else) for
+    #: each ``if``/``then``/``else`` on a member's value (tool.result's ``ok``,
+    #: tool.stream's ``phase``).
+    base_members: frozenset[str] = frozenset()
+    conditionals: tuple[tuple[str, Any, frozenset[str], frozenset[str]], ...] = ()
+
+    def active_members(self, value: dict[str, Any]) -> frozenset[str]:
+        """The members this message has, given its values: a member of a branch that
+        does not apply is not one of its members (it is an unknown one, §2.2)."""
+        if not self.conditionals:
+            return self.members
+        active = set(self.base_members)
+        for member, expected, then, otherwise in self.conditionals:
+            # JSON Schema: an absent member satisfies ``properties`` in the ``if``.
+            holds = member not in value or _json_equal(value[member], expected)
+            active |= then if holds else otherwise
+        return frozenset(active)
 
 
 def _registry() -> tuple[jsonschema_rs.Registry, dict[str, Any]]:
@@ -51,6 +69,31 @@ def _registry() -> tuple[jsonschema_rs.Registry, dict[str, Any]]:
         by_path[relative] = document
         resources.append((path.resolve().as_uri(), document))
     return jsonschema_rs.Registry(resources), by_path
+
+
+def _json_equal(a: Any, b: Any) -> bool:
+    """Equality as JSON Schema's ``const`` means it: true is not 1."""
+    return type(a) is type(b) and a == b if isinstance(a, bool) or isinstance(b, bool) else a == b
+
+
+def _conditionals(
+    schema: dict[str, Any],
+) -> tuple[tuple[str, Any, frozenset[str], frozenset[str]], ...]:
+    found = []
+    for node in [schema, *schema.get("allOf", [])]:
+        condition = node.get("if", {}).get("properties", {})
+        if len(condition) != 1:
+            continue
+        ((member, test),) = condition.items()
+        found.append(
+            (
+                member,
+                test["const"],
+                _members(node.get("then", {})),
+                _members(node.get("else", {})),
+            )
+        )
+    return tuple(found)
 
 
 def _members(schema: dict[str, Any]) -> frozenset[str]:
@@ -89,6 +132,8 @@ def message_schemas() -> dict[Sender, dict[str, MessageSchema]]:
             members=_members(schema),
             schema=schema,
             validator=validator,
+            base_members=frozenset(schema.get("properties", {})),
+            conditionals=_conditionals(schema),
         )
     return table
 

@@ -108,6 +108,9 @@ class VrtServer:
             enable_auto_pong=False,
             enable_auto_ping=False,
             websocket_handshake_timeout=10,
+            # Control messages are small; a 16 KiB first read buffer per connection
+            # (picows' default) is most of an idle session's memory.
+            read_buffer_init_size=4096,
         )
         bound_port = self._server.sockets[0].getsockname()[1]
         scheme = "wss" if self.ssl_context is not None else "ws"
@@ -323,6 +326,9 @@ class VrtServer:
         except asyncio.CancelledError:
             raise
         except Exception as exc:
+            if session.state.closed:  # the agent closed its session, then stopped
+                log.info("the agent of session %s stopped: %s", session.session_id, exc)
+                return
             log.exception("the agent of session %s failed", session.session_id)
             session.agent_error(f"the agent failed: {type(exc).__name__}", recoverable=False)
             session.close("agent failed")
