@@ -34,14 +34,17 @@ import sys
 import time
 from importlib.metadata import version
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from websockets.asyncio.client import ClientConnection, connect
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "tests" / "agents"))
 
-from openai_realtime_standin import Reply, StandIn, stamp_of  # noqa: E402
+if TYPE_CHECKING:  # the same file, found by mypy through mypy_path = "tests" (pyproject.toml)
+    from agents.openai_realtime_standin import Reply, StandIn, stamp_of
+else:
+    from openai_realtime_standin import Reply, StandIn, stamp_of
 
 from vrt.agents.openai_realtime import OpenAIRealtimeAgent, RealtimeConfig  # noqa: E402
 from vrt.server import VrtServer  # noqa: E402

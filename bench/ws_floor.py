@@ -20,11 +20,13 @@ Usage:  python bench/ws_floor.py --quick      (~60 s)
         python bench/ws_floor.py              (full, a few minutes)
 Results: table on stdout, JSON in bench/results/ws_floor.json (keyed by mode).
 """
+
 from __future__ import annotations
 
 import argparse
 import asyncio
 import atexit
+import contextlib
 import json
 import os
 import platform
@@ -36,6 +38,12 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from types import FrameType
+from typing import TYPE_CHECKING, Any, NoReturn
+
+if TYPE_CHECKING:
+    from picows import WSFrame, WSTransport
+    from websockets.asyncio.server import ServerConnection
 
 KINDS = ("websockets-asyncio", "websockets-uvloop", "picows-asyncio", "picows-uvloop")
 HOST = "127.0.0.1"
@@ -43,7 +51,7 @@ SERVER_CPU = 0
 CLIENT_CPU = 1
 
 
-def _json_of_len(n: int, base: dict) -> bytes:
+def _json_of_len(n: int, base: dict[str, Any]) -> bytes:
     """A compact JSON object of exactly n bytes (padded with a 'pad' string field)."""
     d = dict(base)
     d["pad"] = ""
@@ -54,10 +62,26 @@ def _json_of_len(n: int, base: dict) -> bytes:
     return raw
 
 
-RTT_MSG = _json_of_len(167, {"type": "input_text.append", "event_id": "evt_000001",
-                             "session": "sess_01", "seq": 1, "text": "hello there"})
-PUSH_MSG = _json_of_len(186, {"type": "output_text.delta", "event_id": "evt_000002",
-                              "response_id": "resp_01", "seq": 2, "delta": "some words"})
+RTT_MSG = _json_of_len(
+    167,
+    {
+        "type": "input_text.append",
+        "event_id": "evt_000001",
+        "session": "sess_01",
+        "seq": 1,
+        "text": "hello there",
+    },
+)
+PUSH_MSG = _json_of_len(
+    186,
+    {
+        "type": "output_text.delta",
+        "event_id": "evt_000002",
+        "response_id": "resp_01",
+        "seq": 2,
+        "delta": "some words",
+    },
+)
 PUSH_STR = PUSH_MSG.decode()
 BIN_MSG = bytes(range(256)) * 3 + bytes(197)  # 965 bytes
 assert len(BIN_MSG) == 965
@@ -76,10 +100,8 @@ def raise_nofile() -> int:
     soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
     want = hard if hard != resource.RLIM_INFINITY else 65536
     if soft < want:
-        try:
+        with contextlib.suppress(ValueError, OSError):
             resource.setrlimit(resource.RLIMIT_NOFILE, (want, hard))
-        except (ValueError, OSError):
-            pass
     return resource.getrlimit(resource.RLIMIT_NOFILE)[0]
 
 
@@ -87,6 +109,7 @@ def die_with_parent() -> None:
     """Linux: SIGKILL this process when the parent dies (belt and braces)."""
     try:
         import ctypes
+
         libc = ctypes.CDLL("libc.so.6", use_errno=True)
         libc.prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
     except Exception:
@@ -139,6 +162,7 @@ def self_cpu_s() -> float:
 def runner(loop_name: str) -> asyncio.Runner:
     if loop_name == "uvloop":
         import uvloop
+
         return asyncio.Runner(loop_factory=uvloop.new_event_loop)
     return asyncio.Runner(loop_factory=asyncio.SelectorEventLoop)
 
@@ -157,11 +181,11 @@ async def serve_websockets(max_life: float, max_queue: int) -> None:
     from websockets.asyncio.server import serve
     from websockets.exceptions import ConnectionClosed
 
-    async def handler(ws):
+    async def handler(ws: ServerConnection) -> None:
         count = 0
         try:
             async for msg in ws:
-                if msg.__class__ is bytes:
+                if isinstance(msg, bytes):
                     count += 1
                 elif msg.startswith("PUSH "):
                     for _ in range(int(msg[5:])):
@@ -175,8 +199,9 @@ async def serve_websockets(max_life: float, max_queue: int) -> None:
         except ConnectionClosed:
             pass
 
-    async with serve(handler, HOST, 0, compression=None, ping_interval=None,
-                     max_queue=max_queue, max_size=2**20) as server:
+    async with serve(
+        handler, HOST, 0, compression=None, ping_interval=None, max_queue=max_queue, max_size=2**20
+    ) as server:
         port = server.sockets[0].getsockname()[1]
         print(f"READY {port}", flush=True)
         await _wait_stop(max_life)
@@ -188,17 +213,17 @@ async def serve_picows(max_life: float) -> None:
     TEXT, BINARY, CLOSE = WSMsgType.TEXT, WSMsgType.BINARY, WSMsgType.CLOSE
 
     class Echo(WSListener):
-        def __init__(self):
+        def __init__(self) -> None:
             self.count = 0
             self.paused = False
-            self.resume_fut = None
-            self.task = None
-            self.tr = None
+            self.resume_fut: asyncio.Future[None] | None = None
+            self.task: asyncio.Task[None] | None = None
+            self.tr: WSTransport | None = None
 
-        def on_ws_connected(self, transport):
+        def on_ws_connected(self, transport: WSTransport) -> None:
             self.tr = transport
 
-        def on_ws_frame(self, transport, frame):
+        def on_ws_frame(self, transport: WSTransport, frame: WSFrame) -> None:
             mt = frame.msg_type
             if mt == BINARY:
                 self.count += 1
@@ -215,21 +240,23 @@ async def serve_picows(max_life: float) -> None:
                 transport.send_close(frame.get_close_code(), frame.get_close_message())
                 transport.disconnect()
 
-        def on_ws_disconnected(self, transport):
+        def on_ws_disconnected(self, transport: WSTransport) -> None:
             if self.task is not None:
                 self.task.cancel()
 
         # Back-pressure: asyncio's transport high-water mark, forwarded by picows.
-        def pause_writing(self):
+        def pause_writing(self) -> None:
             self.paused = True
 
-        def resume_writing(self):
+        def resume_writing(self) -> None:
             self.paused = False
             if self.resume_fut is not None and not self.resume_fut.done():
                 self.resume_fut.set_result(None)
 
-        async def push(self, n):
-            tr, send, msg = self.tr, self.tr.send, PUSH_MSG
+        async def push(self, n: int) -> None:
+            tr = self.tr
+            assert tr is not None  # set by on_ws_connected, before any frame
+            send, msg = tr.send, PUSH_MSG
             loop = asyncio.get_running_loop()
             for _ in range(n):
                 send(TEXT, msg)
@@ -249,7 +276,7 @@ async def serve_picows(max_life: float) -> None:
         server.close()
 
 
-def server_main(args) -> None:
+def server_main(args: argparse.Namespace) -> None:
     die_with_parent()
     pin(SERVER_CPU)
     raise_nofile()
@@ -262,7 +289,7 @@ def server_main(args) -> None:
 
 
 # --------------------------------------------------------------------------- client
-_children: list[subprocess.Popen] = []
+_children: list[subprocess.Popen[bytes]] = []
 
 
 def _kill_children() -> None:
@@ -276,22 +303,32 @@ def _kill_children() -> None:
     _children.clear()
 
 
-def _on_signal(signum, frame):
+def _on_signal(signum: int, frame: FrameType | None) -> NoReturn:
     _kill_children()
     raise SystemExit(128 + signum)
 
 
-def start_server(kind: str, args) -> tuple[subprocess.Popen, int]:
-    cmd = [sys.executable, os.path.abspath(__file__), "--serve", kind,
-           "--max-life", str(args.server_max_life), "--ws-max-queue", str(args.ws_max_queue)]
+def start_server(kind: str, args: argparse.Namespace) -> tuple[subprocess.Popen[bytes], int]:
+    cmd = [
+        sys.executable,
+        os.path.abspath(__file__),
+        "--serve",
+        kind,
+        "--max-life",
+        str(args.server_max_life),
+        "--ws-max-queue",
+        str(args.ws_max_queue),
+    ]
     p = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE)
     _children.append(p)
+    stdout = p.stdout
+    assert stdout is not None  # stdout=PIPE
     deadline = time.monotonic() + 20
     line = b""
     while time.monotonic() < deadline:
-        r, _, _ = select.select([p.stdout], [], [], 0.5)
+        r, _, _ = select.select([stdout], [], [], 0.5)
         if r:
-            line = p.stdout.readline()
+            line = stdout.readline()
             break
         if p.poll() is not None:
             break
@@ -301,7 +338,7 @@ def start_server(kind: str, args) -> tuple[subprocess.Popen, int]:
     return p, int(line.split()[1])
 
 
-def stop_server(p: subprocess.Popen) -> None:
+def stop_server(p: subprocess.Popen[bytes]) -> None:
     if p.poll() is None:
         p.send_signal(signal.SIGTERM)
         try:
@@ -320,44 +357,47 @@ def pct(sorted_vals: list[int], q: float) -> float:
     return sorted_vals[i]
 
 
-async def run_client(port: int, pid: int, cfg: dict) -> dict:
+async def run_client(port: int, pid: int, cfg: dict[str, Any]) -> dict[str, Any]:
     from picows import WSCloseCode, WSListener, WSMsgType, ws_connect
 
     TEXT, BINARY = WSMsgType.TEXT, WSMsgType.BINARY
     url = f"ws://{HOST}:{port}/"
     loop = asyncio.get_running_loop()
     T = cfg["timeout"]
-    out: dict = {}
+    out: dict[str, Any] = {}
 
     class Load(WSListener):
-        def __init__(self):
-            self.fut = None
+        def __init__(self) -> None:
+            self.fut: asyncio.Future[Any] | None = None
             self.count = 0
             self.paused = False
-            self.resume_fut = None
+            self.resume_fut: asyncio.Future[None] | None = None
             self.bad = 0
 
-        def on_ws_frame(self, transport, frame):
+        def on_ws_frame(self, transport: WSTransport, frame: WSFrame) -> None:
             if frame.msg_type != TEXT:
                 return
             n = frame.payload_size
-            if n == 186:            # a pushed message
+            if n == 186:  # a pushed message
                 self.count += 1
-            elif n == 167:          # an echo
+            elif n == 167:  # an echo
+                assert self.fut is not None  # set before each request
                 self.fut.set_result(None)
             else:
                 data = frame.get_payload_as_bytes()
                 if data == b"DONE":
+                    assert self.fut is not None
                     self.fut.set_result(self.count)
                 elif data.startswith(b"COUNT "):
+                    assert self.fut is not None
                     self.fut.set_result(int(data[6:]))
                 else:
                     self.bad += 1
 
-        def pause_writing(self):
+        def pause_writing(self) -> None:
             self.paused = True
 
-        def resume_writing(self):
+        def resume_writing(self) -> None:
             self.paused = False
             if self.resume_fut is not None and not self.resume_fut.done():
                 self.resume_fut.set_result(None)
@@ -365,21 +405,21 @@ async def run_client(port: int, pid: int, cfg: dict) -> dict:
     class Idle(WSListener):
         pass
 
-    async def close(tr):
+    async def close(tr: WSTransport) -> None:
         tr.send_close(WSCloseCode.OK)
         tr.disconnect()
         await tr.wait_disconnected()
 
     # ---- idle connections (first, on a fresh server process) --------------------------
-    async def idle():
+    async def idle() -> dict[str, Any]:
         warm = [(await ws_connect(Idle, url))[0] for _ in range(20)]
         await asyncio.gather(*(close(t) for t in warm))
         await asyncio.sleep(0.5)
         rss0 = rss_kb(pid)
         sem = asyncio.Semaphore(cfg["connect_concurrency"])
-        conns = []
+        conns: list[WSTransport] = []
 
-        async def one():
+        async def one() -> None:
             async with sem:
                 tr, _ = await ws_connect(Idle, url)
                 conns.append(tr)
@@ -393,19 +433,24 @@ async def run_client(port: int, pid: int, cfg: dict) -> dict:
         rss1 = rss_kb(pid)
         await asyncio.gather(*(close(t) for t in conns), return_exceptions=True)
         await asyncio.sleep(0.5)
-        return {"conns": len(conns), "errors": errors,
-                "rss_kb_per_conn": (rss1 - rss0) / max(1, len(conns)),
-                "rss_before_kb": rss0, "rss_after_kb": rss1,
-                "connect_per_s": len(conns) / (t1 - t0)}
+        return {
+            "conns": len(conns),
+            "errors": errors,
+            "rss_kb_per_conn": (rss1 - rss0) / max(1, len(conns)),
+            "rss_before_kb": rss0,
+            "rss_after_kb": rss1,
+            "connect_per_s": len(conns) / (t1 - t0),
+        }
 
     out["idle"] = await asyncio.wait_for(idle(), T)
 
     tr, cl = await ws_connect(Load, url)
+    assert isinstance(cl, Load)
     try:
         # ---- round trip ------------------------------------------------------------
-        async def rtt():
+        async def rtt() -> dict[str, Any]:
             send, ns = tr.send, time.perf_counter_ns
-            lat = []
+            lat: list[int] = []
             warm, n = cfg["rtt_warmup"], cfg["rtt_n"]
             for i in range(warm + n):
                 cl.fut = fut = loop.create_future()
@@ -415,13 +460,17 @@ async def run_client(port: int, pid: int, cfg: dict) -> dict:
                 if i >= warm:
                     lat.append(ns() - t0)
             lat.sort()
-            return {"n": n, "p50_us": pct(lat, 0.50) / 1e3, "p99_us": pct(lat, 0.99) / 1e3,
-                    "mean_us": statistics.fmean(lat) / 1e3}
+            return {
+                "n": n,
+                "p50_us": pct(lat, 0.50) / 1e3,
+                "p99_us": pct(lat, 0.99) / 1e3,
+                "mean_us": statistics.fmean(lat) / 1e3,
+            }
 
         out["rtt"] = await asyncio.wait_for(rtt(), T)
 
         # ---- server push -------------------------------------------------------------
-        async def push(n):
+        async def push(n: int) -> dict[str, Any]:
             cl.count = 0
             cl.fut = fut = loop.create_future()
             c0, s0 = cpu_s(pid), self_cpu_s()
@@ -430,15 +479,20 @@ async def run_client(port: int, pid: int, cfg: dict) -> dict:
             got = await fut
             dt = time.perf_counter() - t0
             c1, s1 = cpu_s(pid), self_cpu_s()
-            return {"n": n, "received": got, "k_per_s": got / dt / 1e3,
-                    "server_cpu_us_per_msg": (c1 - c0) / n * 1e6,
-                    "server_cpu_util": (c1 - c0) / dt, "client_cpu_util": (s1 - s0) / dt}
+            return {
+                "n": n,
+                "received": got,
+                "k_per_s": got / dt / 1e3,
+                "server_cpu_us_per_msg": (c1 - c0) / n * 1e6,
+                "server_cpu_util": (c1 - c0) / dt,
+                "client_cpu_util": (s1 - s0) / dt,
+            }
 
         await asyncio.wait_for(push(cfg["tput_warmup"]), T)
         out["push"] = await asyncio.wait_for(push(cfg["push_n"]), T)
 
         # ---- client -> server binary -------------------------------------------------
-        async def binary(n):
+        async def binary(n: int) -> dict[str, Any]:
             send, msg = tr.send, BIN_MSG
             c0, s0 = cpu_s(pid), self_cpu_s()
             t0 = time.perf_counter()
@@ -452,9 +506,14 @@ async def run_client(port: int, pid: int, cfg: dict) -> dict:
             got = await fut
             dt = time.perf_counter() - t0
             c1, s1 = cpu_s(pid), self_cpu_s()
-            return {"n": n, "server_counted": got, "k_per_s": got / dt / 1e3,
-                    "server_cpu_us_per_frame": (c1 - c0) / n * 1e6,
-                    "server_cpu_util": (c1 - c0) / dt, "client_cpu_util": (s1 - s0) / dt}
+            return {
+                "n": n,
+                "server_counted": got,
+                "k_per_s": got / dt / 1e3,
+                "server_cpu_us_per_frame": (c1 - c0) / n * 1e6,
+                "server_cpu_util": (c1 - c0) / dt,
+                "client_cpu_util": (s1 - s0) / dt,
+            }
 
         await asyncio.wait_for(binary(cfg["tput_warmup"]), T)
         out["bin"] = await asyncio.wait_for(binary(cfg["bin_n"]), T)
@@ -462,10 +521,11 @@ async def run_client(port: int, pid: int, cfg: dict) -> dict:
         # ---- the same, but frames pre-encoded (masked) and written 64 per write() -------
         # A near-zero-cost client: measures the server's parsing capacity when reads are
         # large, instead of the one-frame-per-syscall pace of a real sender.
-        async def binary_batched(n):
+        async def binary_batched(n: int) -> dict[str, Any]:
             key = os.urandom(4)
-            masked = bytes(a ^ b for a, b in zip(BIN_MSG, key * (len(BIN_MSG) // 4 + 1),
-                                                   strict=False))
+            masked = bytes(
+                a ^ b for a, b in zip(BIN_MSG, key * (len(BIN_MSG) // 4 + 1), strict=False)
+            )
             frame = bytes([0x82, 0x80 | 126]) + len(BIN_MSG).to_bytes(2, "big") + key + masked
             per = 64
             chunk = frame * per
@@ -483,9 +543,14 @@ async def run_client(port: int, pid: int, cfg: dict) -> dict:
             dt = time.perf_counter() - t0
             c1, s1 = cpu_s(pid), self_cpu_s()
             sent = n // per * per
-            return {"n": sent, "server_counted": got, "k_per_s": got / dt / 1e3,
-                    "server_cpu_us_per_frame": (c1 - c0) / sent * 1e6,
-                    "server_cpu_util": (c1 - c0) / dt, "client_cpu_util": (s1 - s0) / dt}
+            return {
+                "n": sent,
+                "server_counted": got,
+                "k_per_s": got / dt / 1e3,
+                "server_cpu_us_per_frame": (c1 - c0) / sent * 1e6,
+                "server_cpu_util": (c1 - c0) / dt,
+                "client_cpu_util": (s1 - s0) / dt,
+            }
 
         await asyncio.wait_for(binary_batched(cfg["tput_warmup"]), T)
         out["bin_batched"] = await asyncio.wait_for(binary_batched(cfg["bin_n"]), T)
@@ -495,13 +560,13 @@ async def run_client(port: int, pid: int, cfg: dict) -> dict:
     return out
 
 
-def client_run(port: int, pid: int, cfg: dict) -> dict:
+def client_run(port: int, pid: int, cfg: dict[str, Any]) -> dict[str, Any]:
     with runner("uvloop") as r:
         return r.run(run_client(port, pid, cfg))
 
 
 # --------------------------------------------------------------------------- report
-METRICS = [  # (key path, label, format)
+METRICS: list[tuple[tuple[str, str], str, str]] = [  # (key path, label, format)
     (("rtt", "p50_us"), "rtt p50 us", "{:.0f}"),
     (("rtt", "p99_us"), "rtt p99 us", "{:.0f}"),
     (("push", "k_per_s"), "push k/s", "{:.0f}"),
@@ -515,17 +580,21 @@ METRICS = [  # (key path, label, format)
 ]
 
 
-def summarize(runs: list[dict]) -> dict:
-    s = {}
+def summarize(runs: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
+    s: dict[str, dict[str, Any]] = {}
     for (a, b), _label, _ in METRICS:
         vals = [r[a][b] for r in runs if a in r]
         if vals:
-            s[f"{a}.{b}"] = {"median": statistics.median(vals), "min": min(vals),
-                             "max": max(vals), "n": len(vals)}
+            s[f"{a}.{b}"] = {
+                "median": statistics.median(vals),
+                "min": min(vals),
+                "max": max(vals),
+                "n": len(vals),
+            }
     return s
 
 
-def table(summary: dict) -> str:
+def table(summary: dict[str, dict[str, dict[str, Any]]]) -> str:
     head = ["server"] + [m[1] for m in METRICS]
     rows = [head]
     for kind, s in summary.items():
@@ -535,15 +604,20 @@ def table(summary: dict) -> str:
             row.append(fmt.format(v["median"]) if v else "-")
         rows.append(row)
     w = [max(len(r[i]) for r in rows) for i in range(len(head))]
-    lines = [" | ".join(c.rjust(w[i]) if i else c.ljust(w[i]) for i, c in enumerate(r))
-             for r in rows]
+    lines = [
+        " | ".join(c.rjust(w[i]) if i else c.ljust(w[i]) for i, c in enumerate(r)) for r in rows
+    ]
     lines.insert(1, "-+-".join("-" * x for x in w))
     return "\n".join(lines)
 
 
-def versions() -> dict:
+def versions() -> dict[str, str | None]:
     import importlib.metadata as md
-    v = {"python": platform.python_version(), "platform": platform.platform()}
+
+    v: dict[str, str | None] = {
+        "python": platform.python_version(),
+        "platform": platform.platform(),
+    }
     for pkg in ("websockets", "picows", "uvloop"):
         try:
             v[pkg] = md.version(pkg)
@@ -553,17 +627,25 @@ def versions() -> dict:
 
 
 def main() -> int:
-    ap = argparse.ArgumentParser(description=__doc__,
-                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     ap.add_argument("--quick", action="store_true", help="~60 s run")
     ap.add_argument("--reps", type=int, help="repetitions per server (median reported)")
-    ap.add_argument("--servers", default=",".join(KINDS),
-                    help="comma-separated subset of " + ",".join(KINDS))
+    ap.add_argument(
+        "--servers", default=",".join(KINDS), help="comma-separated subset of " + ",".join(KINDS)
+    )
     ap.add_argument("--ws-max-queue", type=int, default=64, help="websockets max_queue (frames)")
-    ap.add_argument("--wait-quiet", type=float, default=0.0, metavar="S",
-                    help="before each server run, wait up to S seconds for other load to stop")
-    ap.add_argument("--out",
-                    default=str(Path(__file__).resolve().parent / "results" / "ws_floor.json"))
+    ap.add_argument(
+        "--wait-quiet",
+        type=float,
+        default=0.0,
+        metavar="S",
+        help="before each server run, wait up to S seconds for other load to stop",
+    )
+    ap.add_argument(
+        "--out", default=str(Path(__file__).resolve().parent / "results" / "ws_floor.json")
+    )
     # internal: server subprocess
     ap.add_argument("--serve", choices=KINDS, help=argparse.SUPPRESS)
     ap.add_argument("--max-life", type=float, default=300.0, help=argparse.SUPPRESS)
@@ -573,14 +655,33 @@ def main() -> int:
         server_main(args)
         return 0
 
+    cfg: dict[str, Any]
     if args.quick:
-        cfg = dict(reps=2, rtt_warmup=500, rtt_n=3000, tput_warmup=10_000, push_n=100_000,
-                   bin_n=100_000, idle_conns=1000, connect_concurrency=50, timeout=60.0,
-                   budget_s=180.0)
+        cfg = {
+            "reps": 2,
+            "rtt_warmup": 500,
+            "rtt_n": 3000,
+            "tput_warmup": 10_000,
+            "push_n": 100_000,
+            "bin_n": 100_000,
+            "idle_conns": 1000,
+            "connect_concurrency": 50,
+            "timeout": 60.0,
+            "budget_s": 180.0,
+        }
     else:
-        cfg = dict(reps=3, rtt_warmup=1000, rtt_n=20_000, tput_warmup=20_000, push_n=400_000,
-                   bin_n=400_000, idle_conns=1000, connect_concurrency=50, timeout=120.0,
-                   budget_s=900.0)
+        cfg = {
+            "reps": 3,
+            "rtt_warmup": 1000,
+            "rtt_n": 20_000,
+            "tput_warmup": 20_000,
+            "push_n": 400_000,
+            "bin_n": 400_000,
+            "idle_conns": 1000,
+            "connect_concurrency": 50,
+            "timeout": 120.0,
+            "budget_s": 900.0,
+        }
     if args.reps:
         cfg["reps"] = max(1, min(args.reps, 20))
     args.server_max_life = 4 * cfg["timeout"] + 60  # hard cap on each server's lifetime
@@ -596,15 +697,18 @@ def main() -> int:
     pinned = pin(CLIENT_CPU)
     nofile = raise_nofile()
     mode = "quick" if args.quick else "full"
-    print(f"ws_floor {mode}: reps={cfg['reps']} servers={kinds} client pinned={pinned} "
-          f"nofile={nofile} loadavg={os.getloadavg()[0]:.2f}", flush=True)
+    print(
+        f"ws_floor {mode}: reps={cfg['reps']} servers={kinds} client pinned={pinned} "
+        f"nofile={nofile} loadavg={os.getloadavg()[0]:.2f}",
+        flush=True,
+    )
 
     started = time.monotonic()
-    raw: dict[str, list[dict]] = {k: [] for k in kinds}
+    raw: dict[str, list[dict[str, Any]]] = {k: [] for k in kinds}
     errors: list[str] = []
     try:
         for rep in range(cfg["reps"]):
-            order = kinds[rep % len(kinds):] + kinds[:rep % len(kinds)]  # rotate to spread drift
+            order = kinds[rep % len(kinds) :] + kinds[: rep % len(kinds)]  # rotate to spread drift
             for kind in order:
                 if time.monotonic() - started > cfg["budget_s"]:
                     errors.append(f"time budget exhausted before rep {rep} {kind}")
@@ -612,8 +716,10 @@ def main() -> int:
                 if args.wait_quiet > 0:
                     busy = wait_quiet(args.wait_quiet)
                     if busy >= 0.3:
-                        print(f"  (machine still busy: {busy:.2f} cores; measuring anyway)",
-                              flush=True)
+                        print(
+                            f"  (machine still busy: {busy:.2f} cores; measuring anyway)",
+                            flush=True,
+                        )
                 p, port = start_server(kind, args)
                 try:
                     (m0, st0), me0 = machine_cpu_s(), self_cpu_s() + cpu_s(p.pid)
@@ -626,13 +732,16 @@ def main() -> int:
                     res["steal_cores"] = (st1 - st0) / (t1 - t0)
                     res["rep"] = rep
                     raw[kind].append(res)
-                    print(f"  rep {rep} {kind:20s} rtt p50 {res['rtt']['p50_us']:6.0f} us  "
-                          f"push {res['push']['k_per_s']:4.0f} k/s  "
-                          f"bin {res['bin']['k_per_s']:4.0f} k/s  "
-                          f"bin64 {res['bin_batched']['k_per_s']:4.0f} k/s  "
-                          f"idle {res['idle']['rss_kb_per_conn']:5.1f} KB/conn "
-                          f"{res['idle']['connect_per_s']:5.0f} conn/s  "
-                          f"foreign load {res['foreign_cores']:.2f} cores", flush=True)
+                    print(
+                        f"  rep {rep} {kind:20s} rtt p50 {res['rtt']['p50_us']:6.0f} us  "
+                        f"push {res['push']['k_per_s']:4.0f} k/s  "
+                        f"bin {res['bin']['k_per_s']:4.0f} k/s  "
+                        f"bin64 {res['bin_batched']['k_per_s']:4.0f} k/s  "
+                        f"idle {res['idle']['rss_kb_per_conn']:5.1f} KB/conn "
+                        f"{res['idle']['connect_per_s']:5.0f} conn/s  "
+                        f"foreign load {res['foreign_cores']:.2f} cores",
+                        flush=True,
+                    )
                 except Exception as e:  # keep going with the other servers
                     errors.append(f"rep {rep} {kind}: {type(e).__name__}: {e}")
                     print(f"  rep {rep} {kind}: ERROR {type(e).__name__}: {e}", flush=True)
@@ -643,19 +752,23 @@ def main() -> int:
 
     summary = {k: summarize(v) for k, v in raw.items()}
     print()
-    print(f"medians of {cfg['reps']} rep(s); server pinned to CPU {SERVER_CPU}, "
-          f"picows/uvloop client pinned to CPU {CLIENT_CPU}")
+    print(
+        f"medians of {cfg['reps']} rep(s); server pinned to CPU {SERVER_CPU}, "
+        f"picows/uvloop client pinned to CPU {CLIENT_CPU}"
+    )
     print(table(summary))
     foreign = [r["foreign_cores"] for v in raw.values() for r in v]
     if foreign and max(foreign) > 0.25:
-        print(f"WARNING: other processes used up to {max(foreign):.2f} of {os.cpu_count()} cores "
-              f"during this run; treat the figures as noisy.")
+        print(
+            f"WARNING: other processes used up to {max(foreign):.2f} of {os.cpu_count()} cores "
+            f"during this run; treat the figures as noisy."
+        )
     if errors:
         print("errors:", *errors, sep="\n  ")
 
     out = Path(args.out)
     out.parent.mkdir(parents=True, exist_ok=True)
-    doc = {}
+    doc: dict[str, Any] = {}
     if out.exists():
         try:
             doc = json.loads(out.read_text())
@@ -664,10 +777,16 @@ def main() -> int:
     doc.setdefault("runs", {})[mode] = {
         "when": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
         "elapsed_s": round(time.monotonic() - started, 1),
-        "config": cfg, "versions": versions(), "cpus": os.cpu_count(),
-        "loadavg_end": os.getloadavg(), "client": "picows ws_connect on uvloop, CPU 1",
-        "ws_max_queue": args.ws_max_queue, "wait_quiet": args.wait_quiet,
-        "summary": summary, "raw": raw, "errors": errors,
+        "config": cfg,
+        "versions": versions(),
+        "cpus": os.cpu_count(),
+        "loadavg_end": os.getloadavg(),
+        "client": "picows ws_connect on uvloop, CPU 1",
+        "ws_max_queue": args.ws_max_queue,
+        "wait_quiet": args.wait_quiet,
+        "summary": summary,
+        "raw": raw,
+        "errors": errors,
     }
     out.write_text(json.dumps(doc, indent=1))
     print(f"wrote {out}")

@@ -104,7 +104,7 @@ class Invalid(NamedTuple):
     type: str | None = None
 
 
-class Decoded(NamedTuple, Generic[M]):
+class Decoded(msgspec.Struct, Generic[M], frozen=True, gc=False):
     """A valid message and the ``seq`` it arrived with."""
 
     seq: int
@@ -190,6 +190,25 @@ def _walk(value: dict[str, Any], max_depth: int, check_values: bool) -> tuple[in
     return members, depth, problem
 
 
+def _plainly_unique(data: bytes, value: dict[str, Any], max_depth: int) -> bool:
+    """True when counting proves the frame has no member name twice in one object and
+    nests at most ``max_depth`` deep; False means "look closer" (``_walk``).
+
+    Outside strings JSON has a ':' only after a member name. A flat object whose ':'
+    count equals its member count has no duplicate. Otherwise re-encode what was
+    parsed: duplicates were dropped from it, with any ':' in their values, so without
+    ``\\u`` escapes (which could hide a ':' in the frame) equal counts mean no
+    duplicate. Brackets, even inside strings, bound the depth from above.
+    """
+    colons = data.count(b":")
+    opens = data.count(b"{")
+    if opens == 1 and b"[" not in data:
+        return colons == len(value)
+    if opens + data.count(b"[") > max_depth or b"\\u" in data:
+        return False
+    return colons == orjson.dumps(value).count(b":")
+
+
 def _duplicate_name(data: bytes) -> str:
     found: list[str] = []
 
@@ -273,9 +292,10 @@ class Decoder:
             return Invalid(ErrorCode.UNKNOWN_TYPE, self._unknown_type(value))
         type_ = schema.type
 
-        problem = self._structure(data, value, fallback, type_)
-        if problem is not None:
-            return problem
+        if fallback or not _plainly_unique(data, value, self._limits.max_depth):
+            problem = self._structure(data, value, fallback, type_)
+            if problem is not None:
+                return problem
         if not schema.validator.is_valid(value):
             return Invalid(ErrorCode.INVALID_FIELD, self._explain(schema, value), type_)
         if type_ == "hello" and "tools" in value:
@@ -290,15 +310,17 @@ class Decoder:
             if not schema.conditionals
             else schema.active_members(value) | _ENVELOPE
         )
-        unknown = value.keys() - known
-        fields = {k: v for k, v in value.items() if k not in unknown} if unknown else value
+        fields = value
+        if not known.issuperset(value):
+            fields = {k: item for k, item in value.items() if k in known}
         if type_ in self._nested:
             fields = self._build_nested(fields)
         message = msgspec.convert(fields, self._classes[type_], strict=False)
-        if unknown:
-            extra = {k: value[k] for k in value if k in unknown}
+        if fields is not value and len(fields) != len(value):
+            extra = {k: item for k, item in value.items() if k not in known}
             message = msgspec.structs.replace(message, extra=extra)
-        return Decoded(int(value["seq"]), message)
+        seq = value["seq"]
+        return Decoded(seq if type(seq) is int else int(seq), message)
 
     def _unknown_type(self, value: dict[str, Any]) -> str:
         if "type" not in value:
@@ -315,8 +337,6 @@ class Decoder:
         self, data: bytes, value: dict[str, Any], fallback: bool, type_: str
     ) -> Invalid | None:
         colons = data.count(b":")
-        if not fallback and colons == len(value) and data.count(b"{") == 1 and b"[" not in data:
-            return None  # one flat object whose every ':' is a member: depth 1, no duplicates
         members, depth, problem = _walk(value, self._limits.max_depth, fallback)
         if depth > self._limits.max_depth:
             return Invalid(

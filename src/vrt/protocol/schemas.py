@@ -7,7 +7,7 @@ the schemas only and the code reads it from there.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import cache
 from typing import Any, Final, Literal, TypeAlias
 
@@ -45,12 +45,25 @@ class MessageSchema:
     #: tool.stream's ``phase``).
     base_members: frozenset[str] = frozenset()
     conditionals: tuple[tuple[str, Any, frozenset[str], frozenset[str]], ...] = ()
+    _active: dict[Any, frozenset[str]] = field(default_factory=dict)
 
     def active_members(self, value: dict[str, Any]) -> frozenset[str]:
         """The members this message has, given its values: a member of a branch that
         does not apply is not one of its members (it is an unknown one, §2.2)."""
         if not self.conditionals:
             return self.members
+        # The schema has been checked, so a discriminator is a boolean or a string and
+        # its value alone keys the cache.
+        key = value.get(self.conditionals[0][0])
+        try:
+            return self._active[key]
+        except KeyError:
+            found = self._active[key] = self._find_active(value)
+            return found
+        except TypeError:  # an unhashable discriminator: the schema refused it already
+            return self._find_active(value)
+
+    def _find_active(self, value: dict[str, Any]) -> frozenset[str]:
         active = set(self.base_members)
         for member, expected, then, otherwise in self.conditionals:
             # JSON Schema: an absent member satisfies ``properties`` in the ``if``.
@@ -135,6 +148,8 @@ def message_schemas() -> dict[Sender, dict[str, MessageSchema]]:
             base_members=frozenset(schema.get("properties", {})),
             conditionals=_conditionals(schema),
         )
+        if len({c[0] for c in table[sender][type_].conditionals}) > 1:
+            raise ValueError(f"{relative}: conditions on more than one member")
     return table
 
 
