@@ -49,12 +49,19 @@ def _fail(message: str) -> typer.Exit:
 
 @app.command()
 def serve(
-    host: Annotated[str, typer.Option(help="Interface to listen on.")] = "127.0.0.1",
-    port: Annotated[int, typer.Option(help="TCP port (0 picks a free one).")] = 8765,
+    host: Annotated[
+        str, typer.Option(metavar="HOST", help="Interface to listen on.")
+    ] = "127.0.0.1",
+    port: Annotated[
+        int, typer.Option(metavar="PORT", help="TCP port (0 picks a free one).")
+    ] = 8765,
     agent: Annotated[
         str,
         typer.Option(
-            help="The agent behind each session: scripted (deterministic, for tests and demos)."
+            metavar="NAME",
+            help="The agent behind each session: scripted (deterministic, for tests and "
+            "demos), openai-realtime (speech to speech), openai-chat (text; any "
+            "OpenAI-compatible server). See docs/agents.md.",
         ),
     ] = DEFAULT_AGENT,
     auth_token: Annotated[
@@ -87,9 +94,11 @@ def serve(
         ),
     ] = DEFAULT_MAX_KEPT,
     tls_cert: Annotated[
-        Path | None, typer.Option(help="PEM certificate: serve wss:// (§2.1).")
+        Path | None, typer.Option(metavar="PATH", help="PEM certificate: serve wss:// (§2.1).")
     ] = None,
-    tls_key: Annotated[Path | None, typer.Option(help="PEM private key of --tls-cert.")] = None,
+    tls_key: Annotated[
+        Path | None, typer.Option(metavar="PATH", help="PEM private key of --tls-cert.")
+    ] = None,
     allowed_origin: Annotated[
         list[str] | None,
         typer.Option(
@@ -107,7 +116,9 @@ def serve(
             help="A setting of the agent, e.g. model=... (repeatable; see docs/agents.md).",
         ),
     ] = None,
-    log_level: Annotated[str, typer.Option(help="debug, info, warning or error.")] = "info",
+    log_level: Annotated[
+        str, typer.Option(metavar="LEVEL", help="debug, info, warning or error.")
+    ] = "info",
 ) -> None:
     """Start a vRT server. Stop it with Ctrl-C (SIGINT) or SIGTERM."""
     from .server import TokenAuthenticator, VrtServer, parse_token_spec
@@ -216,6 +227,21 @@ def chat(
     raise typer.Exit(run_chat(url, auth=auth, capabilities=tuple(capability or ()), audio=audio))
 
 
+# Options both conformance suites take.
+CheckSelection = Annotated[
+    list[str] | None,
+    typer.Option(
+        "--check", "-k", metavar="ID", help="Run only checks whose id contains this (repeatable)."
+    ),
+]
+JsonReport = Annotated[
+    Path | None, typer.Option("--json", metavar="PATH", help="Write a JSON report here.")
+]
+JunitReport = Annotated[
+    Path | None, typer.Option("--junit", metavar="PATH", help="Write a JUnit XML report here.")
+]
+CheckTimeout = Annotated[float, typer.Option(help="Seconds allowed per check.")]
+
 conformance = typer.Typer(
     help="Judge any vRT server or client against the protocol, clause by clause.",
     no_args_is_help=True,
@@ -227,23 +253,20 @@ app.add_typer(conformance, name="conformance")
 def conformance_server(
     url: Annotated[str, typer.Argument(help="The server under test, e.g. ws://127.0.0.1:8765")],
     auth: Annotated[
-        str | None, typer.Option(help="A credential the server accepts (sent in hello.auth).")
+        str | None,
+        typer.Option(metavar="TOKEN", help="A credential the server accepts (sent in hello.auth)."),
     ] = None,
     auth_other: Annotated[
         str | None,
-        typer.Option(help="A credential of another principal (enables the foreign-resume checks)."),
+        typer.Option(
+            metavar="TOKEN",
+            help="A credential of another principal (enables the foreign-resume checks).",
+        ),
     ] = None,
-    check: Annotated[
-        list[str] | None,
-        typer.Option("--check", "-k", help="Run only checks whose id contains this (repeatable)."),
-    ] = None,
-    json_report: Annotated[
-        Path | None, typer.Option("--json", help="Write a JSON report here.")
-    ] = None,
-    junit_report: Annotated[
-        Path | None, typer.Option("--junit", help="Write a JUnit XML report here.")
-    ] = None,
-    timeout: Annotated[float, typer.Option(help="Seconds allowed per check.")] = 20.0,
+    check: CheckSelection = None,
+    json_report: JsonReport = None,
+    junit_report: JunitReport = None,
+    timeout: CheckTimeout = 20.0,
     heartbeat_timeout: Annotated[
         float | None,
         typer.Option(
@@ -274,17 +297,10 @@ def conformance_server(
 )
 def conformance_client(
     ctx: typer.Context,
-    check: Annotated[
-        list[str] | None,
-        typer.Option("--check", "-k", help="Run only checks whose id contains this (repeatable)."),
-    ] = None,
-    json_report: Annotated[
-        Path | None, typer.Option("--json", help="Write a JSON report here.")
-    ] = None,
-    junit_report: Annotated[
-        Path | None, typer.Option("--junit", help="Write a JUnit XML report here.")
-    ] = None,
-    timeout: Annotated[float, typer.Option(help="Seconds allowed per check.")] = 20.0,
+    check: CheckSelection = None,
+    json_report: JsonReport = None,
+    junit_report: JunitReport = None,
+    timeout: CheckTimeout = 20.0,
     ping_wait: Annotated[
         float, typer.Option(help="Seconds to wait for a ping before skipping the ping checks.")
     ] = 3.0,
