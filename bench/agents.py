@@ -83,9 +83,8 @@ class BenchAudioAgent:
         elif command == "passthrough":
             if turn.state("speaking"):
                 self._echo = turn.audio()
-        else:  # "count?" and anything else
-            if turn.text(f"count {self.received}"):
-                turn.end()
+        elif turn.text(f"count {self.received}"):
+            turn.end()
 
     async def _flood(self, session: AgentSession, turn: Turn, count: int) -> None:
         if not turn.state("speaking"):

@@ -43,6 +43,7 @@ class Peer(WSListener):
         self.acks_sent = 0
         self.texts = 0  # server `text` chunks
         self.binary = 0  # binary frames
+        self.idles = 0  # turn.state idle messages
         self.epoch = 0  # the newest epoch seen in turn.state (when track_epoch)
         self.track_epoch = False
         self.session_id = ""
@@ -54,6 +55,7 @@ class Peer(WSListener):
         self._text_target = 0
         self._bin_target = 0
         self._seq_target = 0
+        self._idle_target = 0
         #: first arrival (perf_counter_ns) of each message type, while ``marking``
         self.marks: dict[bytes, int] = {}
         self.marking = False
@@ -120,8 +122,15 @@ class Peer(WSListener):
                 self._text_target = 0
                 self._resolve(data)
                 return
-        elif self.track_epoch and kind_ == b"turn.state":
-            self.epoch = max(self.epoch, int(orjson.loads(data)["epoch"]))
+        elif kind_ == b"turn.state":
+            if self.track_epoch:
+                self.epoch = max(self.epoch, int(orjson.loads(data)["epoch"]))
+            if b'"state":"idle"' in data:
+                self.idles += 1
+                if self._idle_target and self.idles >= self._idle_target:
+                    self._idle_target = 0
+                    self._resolve(data)
+                    return
         if self.marking and kind_ not in self.marks:
             self.marks[kind_] = now_ns()
         if self._seq_target and seq >= self._seq_target:
@@ -186,6 +195,15 @@ class Peer(WSListener):
 
     def expect_binary(self, total: int) -> asyncio.Future[Any]:
         self._bin_target = total
+        return self._arm()
+
+    def expect_idles(self, total: int) -> asyncio.Future[Any]:
+        """Resolved when :attr:`idles` (``turn.state idle`` received) reaches ``total``."""
+        if self.idles >= total:
+            fut = self._arm()
+            fut.set_result((now_ns(), b""))
+            return fut
+        self._idle_target = total
         return self._arm()
 
     def expect_seq(self, seq: int) -> asyncio.Future[Any]:

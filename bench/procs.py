@@ -95,6 +95,18 @@ def machine_busy_s() -> float:
     return (user + nice + system + irq + softirq) / _TICK
 
 
+def wait_quiet(max_wait: float, threshold: float = 0.3) -> float:
+    """Wait, at most ``max_wait`` seconds, until the machine's other load drops under
+    ``threshold`` cores; returns the last one-second sample (cores busy)."""
+    deadline = time.monotonic() + max_wait
+    while True:
+        busy0 = machine_busy_s()
+        time.sleep(1.0)
+        busy = machine_busy_s() - busy0
+        if busy < threshold or time.monotonic() >= deadline:
+            return busy
+
+
 def machine() -> dict[str, Any]:
     model = "?"
     with contextlib.suppress(OSError), open("/proc/cpuinfo") as f:
@@ -130,7 +142,7 @@ _children: list[ServerProcess] = []
 
 
 def kill_children() -> None:
-    for child in list(_children):
+    for child in _children[:]:  # stop() removes the child from the list
         child.stop()
 
 
@@ -153,7 +165,7 @@ class ServerProcess:
 
     def __init__(self, kind: str, *, max_life: float, extra: list[str] | None = None) -> None:
         self.kind = kind
-        self._log: IO[bytes] = tempfile.TemporaryFile()
+        self._log: IO[bytes] = tempfile.TemporaryFile()  # noqa: SIM115 (closed in stop)
         cmd = [
             sys.executable,
             "-m",

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import os
 import signal
 import sys
 from typing import Any
@@ -57,7 +58,7 @@ def chunk_bytes(seq: int, k: int) -> bytes:
 _CHUNK_TEMPLATE = (
     b'{"v":1,"seq":%d,"type":"text","text":"chunk %d","turnId":"' + TURN_ID.encode() + b'"}'
 )
-assert _CHUNK_TEMPLATE % (7, 3) == chunk_bytes(7, 3)
+assert chunk_bytes(7, 3) == _CHUNK_TEMPLATE % (7, 3)
 
 
 def idle_bytes(seq: int) -> bytes:
@@ -72,6 +73,9 @@ def count_bytes(seq: int, count: int) -> bytes:
     return encode(AgentText(text=f"count {count}", turn_id=TURN_ID), seq)
 
 
+READY = ready_bytes()
+REPLAY = [chunk_bytes(k, k) for k in range(1, 1025)]
+
 # --------------------------------------------------------------------------- bare picows
 
 
@@ -82,7 +86,7 @@ class BarePicows(WSListener):
     ``PUSH N``      N vRT chunk frames written without yielding, then an idle frame
     ``FLOOD N``     N 965-byte binary frames, yielding every 64 and honouring
                     back-pressure, then an idle frame
-    ``COUNT``       a chunk frame ``count K``, K the binary frames received
+    ``COUNT``       a chunk frame ``count K``, K the binary frames received, and idle
     ``REPLAY N``    a ready frame and N chunk frames (what a resume sends)
     ``SPEAK``       binary frames every 20 ms until an ``interrupt`` frame arrives,
                     which is answered with ``interrupted``
@@ -156,13 +160,14 @@ class BarePicows(WSListener):
         elif command == b"FLOOD":
             self._stop()
             self._task = loop.create_task(self._flood(int(argument)))
-        elif command == b"COUNT":
+        elif command == b"COUNT":  # a chunk and the turn's idle, as vrt answers count?
             transport.send(TEXT, count_bytes(self._next_seq(), self.count))
-        elif command == b"REPLAY":
-            transport.send(TEXT, ready_bytes())
+            transport.send(TEXT, idle_bytes(self._next_seq()))
+        elif command == b"REPLAY":  # kept bytes, as a vrt session resends them
+            transport.send(TEXT, READY)
             send = transport.send
-            for k in range(1, int(argument) + 1):
-                send(TEXT, chunk_bytes(k, k))
+            for data in REPLAY[: int(argument)]:
+                send(TEXT, data)
         elif command == b"SPEAK":
             self._stop()
             self._task = loop.create_task(self._speak())
@@ -234,17 +239,14 @@ async def serve_websockets(stop: asyncio.Event) -> None:
 # --------------------------------------------------------------------------- vrt
 
 
-async def serve_vrt(stop: asyncio.Event, ack_delay: float | None) -> None:
-    import vrt.server.app as app
-    from vrt.server import VrtServer
+async def serve_vrt(stop: asyncio.Event, experiments: list[str]) -> None:
+    from vrt.server import VrtServer, app
     from vrt.server.websocket import ClientConnection
 
+    from . import experiments as bench_experiments
     from .agents import bench_agent_factory
 
-    if ack_delay is not None:  # an experiment: the server's ack delay (§4.2), not a setting
-        import vrt.protocol.streams as streams
-
-        streams.ACK_DELAY = ack_delay  # type: ignore[misc]
+    bench_experiments.apply(experiments)  # prototypes of proposed src changes; none by default
 
     class BenchConnection(ClientConnection):
         """vrt's connection plus a future the flood agent awaits while paused."""
@@ -255,6 +257,25 @@ async def serve_vrt(stop: asyncio.Event, ack_delay: float | None) -> None:
             super().resume_writing()
             if self.resumed is not None and not self.resumed.done():
                 self.resumed.set_result(None)
+
+        def arm(self) -> None:
+            # ClientConnection.arm with one fix: on uvloop, call_at for a deadline already
+            # past (an ack due at once after 32 messages) returns a plain Handle without
+            # when(), and the original's next arm() raised AttributeError, failing the
+            # session. Such a handle runs first: nothing to do. Otherwise unchanged.
+            deadline = self.core.timer_deadline()
+            timer = self._timer
+            if deadline is None or self.closed:
+                if timer is not None:
+                    timer.cancel()
+                    self._timer = None
+                return
+            if timer is not None:
+                when = getattr(timer, "when", None)
+                if when is None or when() <= deadline:
+                    return
+                timer.cancel()
+            self._timer = self.loop.call_at(deadline, self._on_timer)
 
     # The server builds its connections through this module global; the bench server
     # swaps in the subclass (this process only) so the flood agent can await resume.
@@ -290,7 +311,7 @@ async def _main(args: argparse.Namespace) -> None:
         loop.add_signal_handler(sig, stop.set)
     loop.call_later(args.max_life, stop.set)
     if args.kind == "vrt":
-        await serve_vrt(stop, args.ack_delay)
+        await serve_vrt(stop, [e for e in args.experiment.split(",") if e])
     elif args.kind == "picows":
         await serve_picows(stop)
     else:
@@ -302,7 +323,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("kind", choices=("vrt", "picows", "websockets"))
     ap.add_argument("--max-life", type=float, default=600.0)
     ap.add_argument("--cpu", type=int, default=-1)
-    ap.add_argument("--ack-delay", type=float, default=None, help=argparse.SUPPRESS)
+    ap.add_argument("--experiment", default="", help="comma-separated, see bench.experiments")
     args = ap.parse_args(argv)
     die_with_parent()
     if args.cpu >= 0:
@@ -311,8 +332,20 @@ def main(argv: list[str] | None = None) -> int:
     import uvloop
 
     kwargs: dict[str, Any] = {"loop_factory": uvloop.new_event_loop}
-    with asyncio.Runner(**kwargs) as runner:
-        runner.run(_main(args))
+    profile = os.environ.get("BENCH_PROFILE")  # a path: cProfile the server into it
+    profiler = None
+    if profile and args.kind == "vrt":
+        import cProfile
+
+        profiler = cProfile.Profile()
+        profiler.enable()
+    try:
+        with asyncio.Runner(**kwargs) as runner:
+            runner.run(_main(args))
+    finally:
+        if profiler is not None and profile:
+            profiler.disable()
+            profiler.dump_stats(profile)
     return 0
 
 

@@ -100,6 +100,7 @@ Cancelling :meth:`ScriptedAgent.run` cancels the reply in progress.
 from __future__ import annotations
 
 import asyncio
+import functools
 import json
 import logging
 from collections.abc import Coroutine
@@ -200,7 +201,7 @@ def echo(turn: Turn, words: list[str]) -> None:
         item = turn.audio()
         if item is None:
             return
-        for frame in _frames(tone(ECHO_AUDIO_MS, fmt), frame_bytes(fmt, FRAME_MS)):
+        for frame in _frames(_echo_tone(fmt), frame_bytes(fmt, FRAME_MS)):
             if not item.write(frame):
                 return
     turn.end()
@@ -431,6 +432,13 @@ def scripted_agent(info: SessionInfo) -> ScriptedAgent:
     """The agent factory (:data:`~vrt.agents.base.AgentFactory`): one agent per session."""
     del info  # the contract does not depend on the session's parameters
     return ScriptedAgent()
+
+
+@functools.lru_cache(maxsize=8)
+def _echo_tone(fmt: Format) -> bytes:
+    """The echo reply's tone: the same bytes every time, computed once per format
+    (generating it costs milliseconds of the event loop)."""
+    return tone(ECHO_AUDIO_MS, fmt)
 
 
 def setup(options: dict[str, str]) -> AgentFactory:

@@ -17,7 +17,7 @@ from enum import Enum
 from typing import Any, Final, NamedTuple, TypeAlias
 
 from .capabilities import TOOL_STREAM
-from .codec import DEFAULT_LIMITS, Decoder, Invalid, Limits, encode
+from .codec import DEFAULT_LIMITS, Invalid, Limits, encode, shared_decoder
 from .errors import ErrorCode, LocalProtocolError
 from .frames import FrameKind, build_frame, next_audio_seq, parse_frame
 from .messages import (
@@ -265,7 +265,7 @@ class ClientSession:
         self.incoming = IncomingStream()
         self.observed_epoch = 0
         self.closed_epoch: int | None = None
-        self._decoder = Decoder("server", limits)
+        self._decoder = shared_decoder("server", limits)
         self._outbox: list[SendText | SendBinary | Close] = []
         self._events: list[ClientEvent] = []
         self._calls = _Calls()

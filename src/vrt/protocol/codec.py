@@ -58,6 +58,7 @@ __all__ = [
     "decode_client",
     "decode_server",
     "encode",
+    "shared_decoder",
 ]
 
 M = TypeVar("M", ClientMessage, ServerMessage)
@@ -425,18 +426,20 @@ def _nested_members() -> dict[str, tuple[tuple[str, type[_Object]], ...]]:
 
 
 @cache
-def _default_decoder(sender: Sender) -> Decoder:
-    return Decoder(sender)
+def shared_decoder(sender: Sender, limits: Limits = DEFAULT_LIMITS) -> Decoder:
+    """One decoder per direction and limits: it holds no session state, so every
+    connection can share it (a decoder is a few KB of tables)."""
+    return Decoder(sender, limits)
 
 
 def decode_client(data: bytes | str) -> Decoded[ClientMessage] | Invalid:
     """Decode a frame a client sent, with the default limits."""
-    return cast("Decoded[ClientMessage] | Invalid", _default_decoder("client").decode(data))
+    return cast("Decoded[ClientMessage] | Invalid", shared_decoder("client").decode(data))
 
 
 def decode_server(data: bytes | str) -> Decoded[ServerMessage] | Invalid:
     """Decode a frame a server sent, with the default limits."""
-    return cast("Decoded[ServerMessage] | Invalid", _default_decoder("server").decode(data))
+    return cast("Decoded[ServerMessage] | Invalid", shared_decoder("server").decode(data))
 
 
 # --- encoding -------------------------------------------------------------------------

@@ -44,10 +44,11 @@ def parse_frame(data: bytes, receiver: Sender) -> AudioFrame | Invalid:
             f"audio frame of {len(data)} bytes is shorter than its 5-byte header (§8.1)",
         )
     kind, seq = _HEADER.unpack_from(data)
-    if kind != _ACCEPTED[receiver]:
+    accepted = _ACCEPTED[receiver]
+    if kind != accepted:
         what = "unknown" if kind not in (1, 2) else "not accepted by a " + receiver
         return Invalid(ErrorCode.MALFORMED, f"audio frame kind {kind} is {what} (§8.1)")
-    return AudioFrame(FrameKind(kind), seq, bytes(data[HEADER_SIZE:]))
+    return AudioFrame(accepted, seq, bytes(data[HEADER_SIZE:]))
 
 
 def build_frame(kind: FrameKind, seq: int, payload: bytes) -> bytes:

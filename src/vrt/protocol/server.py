@@ -21,7 +21,7 @@ from enum import Enum
 from typing import Any, Final, Literal, NamedTuple, TypeAlias
 
 from .capabilities import GLOBAL_TOOL_IDS, TOOL_STREAM, check_gated, negotiate
-from .codec import DEFAULT_LIMITS, Decoded, Decoder, Invalid, Limits, encode
+from .codec import DEFAULT_LIMITS, Decoded, Invalid, Limits, encode, shared_decoder
 from .errors import ErrorCode, LocalProtocolError, recoverable_by_default
 from .frames import FrameKind, build_frame, next_audio_seq, parse_frame
 from .ids import new_id
@@ -814,7 +814,7 @@ class ServerConnection:
         self.config = config
         self.state = ConnectionState.AWAITING_HELLO
         self.session: ServerSession | None = None
-        self._decoder = Decoder("client", config.limits)
+        self._decoder = shared_decoder("client", config.limits)
         self._outbox: list[Outgoing] = []
         self._events: list[HelloReceived] = []
         self._kept: list[Decoded[Any]] = []

@@ -93,6 +93,7 @@ class VrtServer:
         self._agents: dict[str, _AgentHost] = {}
         self._sessions: dict[str, ServerSession] = {}
         self._opening: set[asyncio.Task[None]] = set()
+        self._flush_due: set[str] = set()
         self.url = ""
 
     # -- lifecycle --
@@ -210,8 +211,20 @@ class VrtServer:
             if host is not None:
                 host.agent_session.deliver(events)
 
+    def _flush_session_soon(self, session: ServerSession) -> None:
+        """After the agent acted on ``session``: flush once its current step is done, so
+        a burst of agent calls in one step leaves as one write."""
+        if session.session_id in self._flush_due:
+            return
+        self._flush_due.add(session.session_id)
+        asyncio.get_running_loop().call_soon(self._flush_due_session, session)
+
+    def _flush_due_session(self, session: ServerSession) -> None:
+        self._flush_due.discard(session.session_id)
+        self._flush_session(session)
+
     def _flush_session(self, session: ServerSession) -> None:
-        """After the agent acted on ``session``: deliver, write, re-arm."""
+        """Deliver the session's events, write its frames, re-arm its timer."""
         self._deliver(session)
         connection = self._bound.get(session.session_id)
         if connection is not None:
@@ -311,7 +324,7 @@ class VrtServer:
         self._sessions[session.session_id] = session
         self._bound[session.session_id] = connection
         loop = connection.loop
-        agent_session = AgentSession(session, lambda: self._flush_session(session), loop.time)
+        agent_session = AgentSession(session, lambda: self._flush_session_soon(session), loop.time)
         task = loop.create_task(self._run_agent(agent, agent_session, session))
         self._agents[session.session_id] = _AgentHost(agent_session, task)
         core.open(session, loop.time())

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import struct
 from typing import TYPE_CHECKING, Final, cast
 
 from picows import WSCloseCode, WSFrame, WSListener, WSMsgType, WSTransport
@@ -32,6 +33,20 @@ MAX_WRITE_BUFFER: Final = 8 << 20
 
 _TEXT: Final = WSMsgType.TEXT
 _BINARY: Final = WSMsgType.BINARY
+_FIN_TEXT: Final = 0x81
+_FIN_BINARY: Final = 0x82
+_SHORT: Final = struct.Struct("!BB")
+_MEDIUM: Final = struct.Struct("!BBH")
+_LONG: Final = struct.Struct("!BBQ")
+
+
+def _header(first: int, size: int) -> bytes:
+    """The header of an unmasked, unfragmented frame (RFC 6455 §5.2)."""
+    if size < 126:
+        return _SHORT.pack(first, size)
+    if size < 1 << 16:
+        return _MEDIUM.pack(first, 126, size)
+    return _LONG.pack(first, 127, size)
 
 
 class ClientConnection(WSListener):
@@ -46,7 +61,8 @@ class ClientConnection(WSListener):
         self.closed = False
         self._fragments: bytearray | None = None
         self._fragment_type = _TEXT
-        self._timer: asyncio.TimerHandle | None = None
+        self._timer: asyncio.Handle | None = None
+        self._timer_at = 0.0
         self._paused = False
 
     # -- picows callbacks --
@@ -131,23 +147,35 @@ class ClientConnection(WSListener):
             self.transport.disconnect()
 
     def flush(self) -> None:
-        """Write what the core has for this connection."""
+        """Write what the core has for this connection, in one write when there are
+        several frames: a burst of chunks or audio costs one system call, not one each."""
         transport = self.transport
         if transport is None:
             return
         outbox = self.core.take_outbox()
-        if not outbox or self.closed:
+        if not outbox or self.closed or transport.is_close_frame_sent:
             return
+        if len(outbox) == 1 and type(outbox[0]) is SendText:
+            transport.send(_TEXT, outbox[0].data)
+            return
+        parts: list[bytes] = []
         for item in outbox:
             if type(item) is SendText:
-                transport.send(_TEXT, item.data)
+                parts += (_header(_FIN_TEXT, len(item.data)), item.data)
             elif type(item) is SendBinary:
                 if not self._paused:  # realtime audio: late is worse than lost (§5.4)
-                    transport.send(_BINARY, item.data)
+                    parts += (_header(_FIN_BINARY, len(item.data)), item.data)
             elif isinstance(item, Close):
+                if parts:
+                    transport.underlying_transport.write(b"".join(parts))
+                    parts = []
                 transport.send_close(cast(WSCloseCode, item.code), item.reason.encode())
                 self.loop.call_later(CLOSE_TIMEOUT, transport.disconnect)
                 return
+        if parts:
+            # Server frames are unmasked (RFC 6455 §5.1), so they are built here exactly
+            # as picows builds them, and written at once.
+            transport.underlying_transport.write(b"".join(parts))
         if (
             self._paused
             and transport.underlying_transport.get_write_buffer_size() > MAX_WRITE_BUFFER
@@ -167,9 +195,12 @@ class ClientConnection(WSListener):
                 self._timer = None
             return
         if timer is not None:
-            if timer.when() <= deadline:
+            # The deadline is kept beside the handle: uvloop hands back a plain Handle,
+            # without when(), for a time already past.
+            if self._timer_at <= deadline:
                 return  # fires first; on_timer re-arms for whatever is due then
             timer.cancel()
+        self._timer_at = deadline
         self._timer = self.loop.call_at(deadline, self._on_timer)
 
     def _on_timer(self) -> None:

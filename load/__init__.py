@@ -1,0 +1,1 @@
+"""Load and soak generation for a vRT server on loopback (``python -m load --help``)."""
