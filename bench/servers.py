@@ -258,25 +258,6 @@ async def serve_vrt(stop: asyncio.Event, experiments: list[str]) -> None:
             if self.resumed is not None and not self.resumed.done():
                 self.resumed.set_result(None)
 
-        def arm(self) -> None:
-            # ClientConnection.arm with one fix: on uvloop, call_at for a deadline already
-            # past (an ack due at once after 32 messages) returns a plain Handle without
-            # when(), and the original's next arm() raised AttributeError, failing the
-            # session. Such a handle runs first: nothing to do. Otherwise unchanged.
-            deadline = self.core.timer_deadline()
-            timer = self._timer
-            if deadline is None or self.closed:
-                if timer is not None:
-                    timer.cancel()
-                    self._timer = None
-                return
-            if timer is not None:
-                when = getattr(timer, "when", None)
-                if when is None or when() <= deadline:
-                    return
-                timer.cancel()
-            self._timer = self.loop.call_at(deadline, self._on_timer)
-
     # The server builds its connections through this module global; the bench server
     # swaps in the subclass (this process only) so the flood agent can await resume.
     app.ClientConnection = BenchConnection  # type: ignore[misc]

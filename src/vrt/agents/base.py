@@ -13,6 +13,7 @@ See ``docs/agents.md`` for a complete example.
 from __future__ import annotations
 
 import asyncio
+from collections import deque
 from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any, Protocol, TypeAlias, runtime_checkable
@@ -77,7 +78,10 @@ class AgentSession:
         self._core = core
         self._flush = flush
         self._clock = clock
-        self._queue: asyncio.Queue[AgentInput] = asyncio.Queue()
+        # A deque and one waiter rather than an asyncio.Queue: a few hundred bytes per
+        # session instead of a few KB, and the agent is the only reader.
+        self._events: deque[AgentInput] = deque()
+        self._wakeup: asyncio.Future[None] | None = None
         self._waiting: dict[str, asyncio.Future[ToolSettled]] = {}
 
     # -- what the session is --
@@ -124,20 +128,30 @@ class AgentSession:
     # -- what the client did --
 
     async def next_event(self) -> AgentInput:
-        return await self._queue.get()
+        while not self._events:
+            self._wakeup = asyncio.get_running_loop().create_future()
+            try:
+                await self._wakeup
+            finally:
+                self._wakeup = None
+        return self._events.popleft()
 
     async def events(self) -> AsyncIterator[AgentInput]:
         """Every event, in the order the client sent what caused it."""
         while True:
-            yield await self._queue.get()
+            yield await self.next_event()
 
     def deliver(self, events: list[AgentInput]) -> None:
+        """Hand the session's events to the agent (the server's driver calls this)."""
         for event in events:
             if isinstance(event, ToolSettled):
                 waiting = self._waiting.pop(event.call_id, None)
                 if waiting is not None and not waiting.done():
                     waiting.set_result(event)
-            self._queue.put_nowait(event)
+        self._events.extend(events)
+        wakeup = self._wakeup
+        if wakeup is not None and not wakeup.done():
+            wakeup.set_result(None)
 
     # -- what the agent does --
 

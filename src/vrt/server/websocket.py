@@ -64,6 +64,7 @@ class ClientConnection(WSListener):
         self._timer: asyncio.Handle | None = None
         self._timer_at = 0.0
         self._paused = False
+        self._pump_due = False
 
     # -- picows callbacks --
 
@@ -102,6 +103,17 @@ class ClientConnection(WSListener):
                 transport.send_close(frame.get_close_code())
             transport.disconnect()
             return
+        self._pump_soon()
+
+    def _pump_soon(self) -> None:
+        """Hand what the frames did to the server once this read is done: frames that
+        arrived together wake the agent once and leave in one write."""
+        if not self._pump_due:
+            self._pump_due = True
+            self.loop.call_soon(self._pump_now)
+
+    def _pump_now(self) -> None:
+        self._pump_due = False
         self.server._pump(self)
 
     def on_ws_disconnected(self, transport: WSTransport) -> None:
