@@ -259,11 +259,6 @@ async def test_credentials_are_never_logged_by_the_server(
     assert not leaks(records, SECRET_A, WRONG)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="BUG: VrtClient (src/vrt/client/client.py, _connection) connects without a "
-    "logger, so with DEBUG logging websockets.client logs each frame, hello.auth included",
-)
 async def test_credentials_are_never_logged_by_the_client_sdk(
     servers: list[LiveServer], caplog: pytest.LogCaptureFixture
 ) -> None:
@@ -571,11 +566,6 @@ async def test_a_resume_needing_a_discarded_message_is_a_clear_close(
     await again.close()
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="BUG: VrtServer.__init__ (src/vrt/server/app.py) takes `store or "
-    "MemorySessionStore()`; a store with __len__ 0 is falsy and silently replaced",
-)
 def test_an_empty_store_given_to_the_server_is_the_one_it_uses() -> None:
     """docs/server.md: "Sessions are reached only through a SessionStore". A store
     passed in, empty as every store is at start, must be the one the server uses."""
@@ -664,12 +654,6 @@ async def test_a_flood_of_invalid_frames_is_rate_limited_and_others_keep_their_r
     await bystander.close()
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="BUG: ClientConnection.arm() (src/vrt/server/websocket.py) calls timer.when(); "
-    "uvloop's call_at with a deadline already past (the ack deadline is -inf after 32 "
-    "unacknowledged messages) returns a Handle without when(): AttributeError, close 1011",
-)
 def test_a_burst_of_valid_messages_on_uvloop_does_not_kill_the_connection() -> None:
     """§9.1: a receiver "MUST NOT crash or stall"; `vrt serve` runs on uvloop where it is
     installed (docs/server.md). 40 valid sequenced messages sent back to back must all be
@@ -712,11 +696,12 @@ async def big_flood_stall(server: LiveServer, flooders: int) -> list[float]:
     return rtts
 
 
+@pytest.mark.slow
 @pytest.mark.xfail(
     strict=True,
-    reason="BUG: each malformed frame orjson refuses is parsed again by the stdlib json "
-    "(codec.py _parse_fallback), ~90 ms per 900 KB frame on the event loop: a flood of "
-    "such frames, before RATE_LIMITED, stalls every other session for seconds",
+    reason="KNOWN LIMIT: a 900 KB malformed frame still costs orjson a full read before it "
+    "fails (a second, stdlib parse now happens only for numbers and surrogates orjson "
+    "refuses), so three such floods keep the bystander's ping over 0.5 s on 2 cores",
 )
 async def test_a_flood_of_large_malformed_frames_does_not_stall_other_sessions(
     servers: list[LiveServer],

@@ -40,6 +40,19 @@ __all__ = ["Disconnected", "Event", "SessionClosed", "VrtClient", "VrtError"]
 
 log = logging.getLogger("vrt.client")
 
+
+class _NoFrameDumps(logging.Filter):
+    """websockets logs every frame at DEBUG; hello carries the credential and the
+    session id (§5.3, §10), so frame contents are never logged."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        message = record.msg
+        return not (isinstance(message, str) and message[:2] in ("> ", "< "))
+
+
+_WIRE_LOG = logging.getLogger("vrt.client.websocket")
+_WIRE_LOG.addFilter(_NoFrameDumps())
+
 #: How long a clean close waits for the server's close frame.
 CLOSE_TIMEOUT = 2.0
 #: How long closing a connection found dead waits before dropping it.
@@ -326,6 +339,7 @@ class VrtClient:
                 open_timeout=self.open_timeout,
                 max_size=None,
                 ssl=self.ssl_context,
+                logger=_WIRE_LOG,
             )
         except (OSError, websockets.InvalidHandshake, TimeoutError) as exc:
             return None, f"cannot connect: {exc}"

@@ -26,6 +26,7 @@ from __future__ import annotations
 import json
 import math
 import re
+import sys
 from dataclasses import dataclass
 from functools import cache
 from typing import Any, Final, Generic, NamedTuple, TypeVar, cast
@@ -114,6 +115,7 @@ class Decoded(msgspec.Struct, Generic[M], frozen=True, gc=False):
 
 _TAKES_ANY_NUMBER: Final = (int, float)
 _ENVELOPE: Final = frozenset({"v", "seq", "type"})
+_DOUBLE_MAX: Final = sys.float_info.max
 _JSON_STRING: Final = re.compile(rb'"(?:[^"\\]|\\.)*"', re.DOTALL)
 _SURROGATE: Final = re.compile("[\ud800-\udfff]")
 _SEQ_RULE: Final = {
@@ -184,7 +186,9 @@ def _walk(value: dict[str, Any], max_depth: int, check_values: bool) -> tuple[in
             if isinstance(child, (dict, list)):
                 stack.append((child, level + 1))
             elif check_values and not problem:
-                if isinstance(child, float) and not math.isfinite(child):
+                if (isinstance(child, float) and not math.isfinite(child)) or (
+                    type(child) is int and abs(child) > _DOUBLE_MAX
+                ):
                     problem = "a number beyond the range of a double"
                 elif isinstance(child, str) and _SURROGATE.search(child):
                     problem = "a string with an unpaired surrogate"
@@ -271,8 +275,13 @@ class Decoder:
         try:
             value = orjson.loads(data)
         except orjson.JSONDecodeError as exc:
-            if "depth limit" in str(exc):
+            why = str(exc)
+            if "depth limit" in why:
                 return Invalid(ErrorCode.LIMIT_EXCEEDED, "the frame is nested too deeply (§11)")
+            if "surrogate" not in why and "infinity" not in why:
+                # Not JSON at all: no second parse, which would cost a flood of large
+                # malformed frames a second pass each (§9.1: never stall).
+                return Invalid(ErrorCode.MALFORMED, f"the frame is not JSON: {why}")
             value = _parse_fallback(data)
             if isinstance(value, Invalid):
                 return value
@@ -316,7 +325,16 @@ class Decoder:
             fields = {k: item for k, item in value.items() if k in known}
         if type_ in self._nested:
             fields = self._build_nested(fields)
-        message = msgspec.convert(fields, self._classes[type_], strict=False)
+        try:
+            message = msgspec.convert(fields, self._classes[type_], strict=False)
+        except msgspec.ValidationError as exc:
+            # Only magnitude gets here: the schema passed, but an integer member holds a
+            # value beyond 64 bits (playedMs has no maximum), an implementation limit.
+            return Invalid(
+                ErrorCode.LIMIT_EXCEEDED,
+                f"{type_}: a number this receiver cannot hold, past 64-bit integers (§11): {exc}",
+                type_,
+            )
         if fields is not value and len(fields) != len(value):
             extra = {k: item for k, item in value.items() if k not in known}
             message = msgspec.structs.replace(message, extra=extra)

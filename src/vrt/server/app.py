@@ -80,7 +80,7 @@ class VrtServer:
         self.authenticator = authenticator
         self.config = config or ServerConfig()
         self.resume_window = resume_window
-        self.store: SessionStore = store or MemorySessionStore()
+        self.store: SessionStore = store if store is not None else MemorySessionStore()
         self.ssl_context = ssl_context
         self.allowed_origins = frozenset(allowed_origins) if allowed_origins else None
         # The WebSocket layer takes more than the decoder's limit, so that a message a
@@ -212,10 +212,12 @@ class VrtServer:
                 host.agent_session.deliver(events)
 
     def _flush_session_soon(self, session: ServerSession) -> None:
-        """After the agent acted on ``session``: flush once its current step is done, so
-        a burst of agent calls in one step leaves as one write."""
+        """After the agent acted on ``session``: the first call of a step is written at
+        once (no added latency); what follows in the same step leaves in one write
+        when the step is done."""
         if session.session_id in self._flush_due:
             return
+        self._flush_session(session)
         self._flush_due.add(session.session_id)
         asyncio.get_running_loop().call_soon(self._flush_due_session, session)
 

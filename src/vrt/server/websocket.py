@@ -106,9 +106,11 @@ class ClientConnection(WSListener):
         self._pump_soon()
 
     def _pump_soon(self) -> None:
-        """Hand what the frames did to the server once this read is done: frames that
-        arrived together wake the agent once and leave in one write."""
+        """Hand what a frame did to the server: the first frame of a read at once, the
+        frames that arrived with it together when the read is done (one agent wake-up,
+        one write)."""
         if not self._pump_due:
+            self.server._pump(self)
             self._pump_due = True
             self.loop.call_soon(self._pump_now)
 
