@@ -192,6 +192,8 @@ class _Chat:
     async def run(self) -> int:
         loop = asyncio.get_running_loop()
         self._quit = asyncio.Event()
+        # Event loops without signal support (Windows) refuse the handler; Ctrl-C then
+        # falls back to KeyboardInterrupt.
         with contextlib.suppress(NotImplementedError, RuntimeError):
             loop.add_signal_handler(signal.SIGINT, self._on_sigint)
         problem = _url_problem(self.url)

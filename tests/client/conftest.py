@@ -21,10 +21,10 @@ from urllib.parse import urlsplit
 
 import pytest
 
-from vrt.agents.base import AgentSession, SessionInfo
-from vrt.agents.scripted import ScriptedAgent
+from support.recording import RecordingAgent
+from vrt.agents.base import SessionInfo
 from vrt.client import ClientTool, Event, SessionClosed, ToolContext, VrtClient, tool
-from vrt.protocol.server import AgentInput, ServerConfig, ToolSettled, UserTextReceived
+from vrt.protocol.server import ServerConfig
 from vrt.server import Authenticator, VrtServer
 
 #: How long a test waits for something that should happen promptly.
@@ -58,37 +58,6 @@ def until() -> Eventually:
 
 
 # --- the server ----------------------------------------------------------------------
-
-
-class RecordingAgent(ScriptedAgent):
-    """The scripted agent, also recording every input the server delivered to it."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.inputs: list[AgentInput] = []
-        self.session_id: str | None = None
-
-    async def run(self, session: AgentSession) -> None:
-        self.session_id = session.session_id
-        events = session.events
-
-        async def recorded() -> AsyncIterator[AgentInput]:
-            async for event in events():
-                self.inputs.append(event)
-                yield event
-
-        setattr(session, "events", recorded)  # noqa: B010 - instance override, on purpose
-        await super().run(session)
-
-    @property
-    def settled(self) -> list[ToolSettled]:
-        """Client tool calls as the server settled them (the client's result, TIMEOUT or
-        INTERRUPTED), in order."""
-        return [e for e in self.inputs if isinstance(e, ToolSettled)]
-
-    @property
-    def texts(self) -> list[str]:
-        return [e.text for e in self.inputs if isinstance(e, UserTextReceived)]
 
 
 class LiveServer:

@@ -8,14 +8,8 @@ CI-sized.
 from __future__ import annotations
 
 import os
-import sys
-from pathlib import Path
 
 import pytest
-
-_TESTS = str(Path(__file__).resolve().parents[1])
-if _TESTS not in sys.path:  # tests/ has no __init__.py: make ``support`` importable
-    sys.path.insert(0, _TESTS)
 
 #: True when the full-size runs were asked for.
 LONG = os.environ.get("VRT_LONG") == "1"

@@ -23,11 +23,11 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
-from vrt.agents.base import AgentSession, SessionInfo
-from vrt.agents.scripted import ScriptedAgent
+from support.recording import RecordingAgent
+from vrt.agents.base import SessionInfo
 from vrt.client import ClientTool, Event, SessionClosed, ToolContext, VrtClient, tool
 from vrt.protocol.messages import Interrupted, Message
-from vrt.protocol.server import AgentInput, ServerConfig, ServerSession, ToolSettled
+from vrt.protocol.server import ServerConfig, ServerSession
 from vrt.protocol.streams import OutgoingStream
 from vrt.server import VrtServer
 from vrt.server.store import MemorySessionStore
@@ -109,36 +109,6 @@ class RecordingStore(MemorySessionStore):
     async def add(self, session: ServerSession) -> None:
         self.records[session.session_id] = instrument_server_session(session)
         await super().add(session)
-
-    def __bool__(self) -> bool:
-        # VrtServer takes ``store or MemorySessionStore()``: an empty store (len 0) would
-        # be replaced (see test_security.py::test_an_empty_custom_store_is_used).
-        return True
-
-
-class RecordingAgent(ScriptedAgent):
-    """The scripted agent, also keeping every input the server delivered to it."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.inputs: list[AgentInput] = []
-        self.session_id: str | None = None
-
-    async def run(self, session: AgentSession) -> None:
-        self.session_id = session.session_id
-        events = session.events
-
-        async def recorded() -> Any:
-            async for event in events():
-                self.inputs.append(event)
-                yield event
-
-        setattr(session, "events", recorded)  # noqa: B010 - instrumentation
-        await super().run(session)
-
-    @property
-    def settled(self) -> list[ToolSettled]:
-        return [e for e in self.inputs if isinstance(e, ToolSettled)]
 
 
 class LiveServer:

@@ -5,18 +5,12 @@ that are closed before the server is.
 
 from __future__ import annotations
 
-import sys
 from collections.abc import AsyncIterator
-from pathlib import Path
 from typing import Any
 
 import pytest
 
-_TESTS = str(Path(__file__).resolve().parents[1])
-if _TESTS not in sys.path:  # tests/ has no __init__.py: make ``support`` importable
-    sys.path.insert(0, _TESTS)
-
-from support import (  # noqa: E402
+from support import (
     Connect,
     OpenSession,
     RawClient,
@@ -24,7 +18,7 @@ from support import (  # noqa: E402
     StartServer,
     start_server,
 )
-from vrt.protocol.messages import Ready  # noqa: E402
+from vrt.protocol.messages import Ready
 
 
 @pytest.fixture
