@@ -11,6 +11,8 @@ from collections.abc import Callable
 from typing import Any
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from vrt.audio import (
     EnergyVad,
@@ -279,3 +281,53 @@ class TestEnergyVad:
         vad.reset()
         assert vad.time_ms == 0.0
         assert vad.feed(silence(20, PCM16_16K), PCM16_16K) == []
+
+
+class TestVadQuietShortcut:
+    """The VAD settles quiet frames from their bytes alone; that must never change a
+    decision the RMS would make."""
+
+    @given(
+        samples=st.lists(st.integers(-1100, 1100), min_size=160, max_size=160),
+        threshold=st.sampled_from([0.0, 0.005, 0.0078125, 0.01, 0.015625, 0.02, 0.03]),
+    )
+    @settings(max_examples=300, deadline=None)
+    def test_pcm16_decision_is_the_rms_decision(self, samples: list[int], threshold: float) -> None:
+        fmt = Format(encoding="pcm16", sample_rate=8000)  # 20 ms = 160 samples
+        frame = pcm(*samples)
+        events = EnergyVad(threshold=threshold).feed(frame, fmt)
+        assert bool(events) == (rms(frame, fmt) >= threshold)
+
+    @given(
+        codes=st.binary(min_size=160, max_size=160),
+        threshold=st.sampled_from([0.0, 0.001, 0.01, 0.02, 0.05]),
+    )
+    @settings(max_examples=300, deadline=None)
+    def test_pcmu_decision_is_the_rms_decision(self, codes: bytes, threshold: float) -> None:
+        events = EnergyVad(threshold=threshold).feed(codes, PCMU)
+        assert bool(events) == (rms(codes, PCMU) >= threshold)
+
+    def test_a_frame_at_the_edge_of_the_quiet_bytes(self) -> None:
+        fmt = Format(encoding="pcm16", sample_rate=8000)
+        # 0.02 of full scale is 655.36: high bytes -2..1 (|sample| <= 512) are quiet for
+        # sure; a steady 656 is loud and must reach the RMS.
+        assert EnergyVad().feed(pcm(*[-512] * 160), fmt) == []
+        assert EnergyVad().feed(pcm(*[656] * 160), fmt) == [VadEvent("speech-start", 0.0, 0.0)]
+        assert EnergyVad().feed(pcm(*[655] * 160), fmt) == []
+
+
+class TestPeriodicTone:
+    def test_a_long_tone_is_the_sine_at_every_sample(self) -> None:
+        # The tone repeats one computed period; each sample must still be the sine.
+        samples = unpack(tone(1000, PCM16_16K))
+        step = 2 * math.pi * 440 / 16000
+        assert all(
+            abs(s - 0.2 * 32767 * math.sin(step * n)) <= 1.0 for n, s in enumerate(samples)
+        )
+
+    def test_an_odd_frequency_is_computed_whole(self) -> None:
+        samples = unpack(tone(50, PCM16_16K, freq=440.5))
+        step = 2 * math.pi * 440.5 / 16000
+        assert all(
+            abs(s - 0.2 * 32767 * math.sin(step * n)) <= 0.5 + 1e-6 for n, s in enumerate(samples)
+        )

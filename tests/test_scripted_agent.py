@@ -468,6 +468,17 @@ async def test_speak_streams_in_real_time(h: Harness) -> None:
 
 
 @scenario()
+async def test_speak_past_a_second_is_one_continuous_tone(h: Harness) -> None:
+    # Frames come from a cached one-second cycle; across the cycle's end and in the
+    # short last frame they must still be the slices of one tone.
+    h.text("speak 1030")
+    await h.idle()
+    payloads = [f.payload for f in h.of(AudioFrame)]
+    assert [len(p) for p in payloads] == [960] * 51 + [480]
+    assert b"".join(payloads) == tone(1030, PCM16_24K)
+
+
+@scenario()
 async def test_speak_zero_sends_no_audio(h: Harness) -> None:
     h.text("speak 0")
     await h.idle()

@@ -341,13 +341,16 @@ class ScriptedAgent:
         if not turn.state("speaking"):
             return
         fmt = _audio_format(turn)
-        frames = _frames(tone(ms, fmt), frame_bytes(fmt, FRAME_MS)) if fmt is not None else []
-        item: AudioItem | None = turn.audio() if frames else None
-        if item is not None:
+        size = frame_bytes(fmt, ms) if fmt is not None else 0
+        item: AudioItem | None = turn.audio() if size else None
+        if item is not None and fmt is not None:
+            cycle = _tone_cycle(fmt)
+            step = len(cycle[0])
             start = asyncio.get_running_loop().time()
-            for k, frame in enumerate(frames):
+            for k, offset in enumerate(range(0, size, step)):
                 await _sleep_until(start + k * FRAME_MS / 1000)
-                if not item.write(frame):
+                frame = cycle[k % len(cycle)]
+                if not item.write(frame if offset + step <= size else frame[: size - offset]):
                     return
         turn.end()
 
@@ -432,6 +435,14 @@ def scripted_agent(info: SessionInfo) -> ScriptedAgent:
     """The agent factory (:data:`~vrt.agents.base.AgentFactory`): one agent per session."""
     del info  # the contract does not depend on the session's parameters
     return ScriptedAgent()
+
+
+@functools.lru_cache(maxsize=8)
+def _tone_cycle(fmt: Format) -> tuple[bytes, ...]:
+    """One second of the tone in frames. The tone's period divides a second, so frame
+    ``k`` of any ``speak`` is ``cycle[k % len(cycle)]``: the same bytes as slicing
+    ``tone(ms)``, without building and holding the whole item per session."""
+    return tuple(_frames(tone(1000, fmt), frame_bytes(fmt, FRAME_MS)))
 
 
 @functools.lru_cache(maxsize=8)
