@@ -321,9 +321,7 @@ class TestPeriodicTone:
         # The tone repeats one computed period; each sample must still be the sine.
         samples = unpack(tone(1000, PCM16_16K))
         step = 2 * math.pi * 440 / 16000
-        assert all(
-            abs(s - 0.2 * 32767 * math.sin(step * n)) <= 1.0 for n, s in enumerate(samples)
-        )
+        assert all(abs(s - 0.2 * 32767 * math.sin(step * n)) <= 1.0 for n, s in enumerate(samples))
 
     def test_an_odd_frequency_is_computed_whole(self) -> None:
         samples = unpack(tone(50, PCM16_16K, freq=440.5))
