@@ -28,7 +28,7 @@ from typing import Any
 from vrt.agents.base import Agent, AgentSession, AudioItem, SessionInfo, Turn
 from vrt.agents.scripted import ScriptedAgent
 from vrt.protocol.messages import PCM16_24K, Format
-from vrt.protocol.server import AudioReceived, ResponseInterrupted, UserTextReceived
+from vrt.protocol.server import AgentInput, AudioReceived, ResponseInterrupted, UserTextReceived
 
 __all__ = ["BenchAudioAgent", "WaitWritable", "bench_agent_factory"]
 
@@ -53,17 +53,19 @@ class BenchAudioAgent:
 
     async def run(self, session: AgentSession) -> None:
         try:
-            async for event in session.events():
-                if type(event) is AudioReceived:
-                    self.received += 1
-                    echo = self._echo
-                    if echo is not None and not echo.write(event.payload):
-                        self._echo = None
-                elif type(event) is UserTextReceived:
-                    self._on_text(session, event.text)
-                elif type(event) is ResponseInterrupted:
-                    self._cancel()
+            await session.listen(lambda event: self._handle(session, event))
         finally:
+            self._cancel()
+
+    def _handle(self, session: AgentSession, event: AgentInput) -> None:
+        if isinstance(event, AudioReceived):
+            self.received += 1
+            echo = self._echo
+            if echo is not None and not echo.write(event.payload):
+                self._echo = None
+        elif isinstance(event, UserTextReceived):
+            self._on_text(session, event.text)
+        elif isinstance(event, ResponseInterrupted):
             self._cancel()
 
     def _cancel(self) -> None:

@@ -40,6 +40,7 @@ import sys
 import time
 from dataclasses import asdict, dataclass, field
 from typing import Any, Final
+from urllib.parse import urlsplit
 
 import orjson
 
@@ -391,12 +392,16 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     ramp = args.ramp
     began = time.time()
     stop_at = began + 5 + ramp + duration
-    server_queue = context.Queue()
-    server = context.Process(
-        target=serve, args=(server_queue, stop_at + 5, args.server_loop), daemon=True
-    )
-    server.start()
-    url = server_queue.get(timeout=60)
+    server: Any = None
+    if args.url:
+        url, server_pid = args.url, args.server_pid or 0
+    else:
+        server_queue = context.Queue()
+        server = context.Process(
+            target=serve, args=(server_queue, stop_at + 5, args.server_loop), daemon=True
+        )
+        server.start()
+        url, server_pid = server_queue.get(timeout=60), server.pid or 0
     workers = max(1, min(MAX_WORKERS, args.workers))
     results = context.Queue()
     procs = []
@@ -413,12 +418,12 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     warmup = max(30.0, duration / 4)
     memory: list[tuple[float, float]] = []
     cpu: list[tuple[float, float]] = []
-    print(f"server {url} (pid {server.pid}); {workers} workers; ramp {ramp:g} s; "
+    print(f"server {url} (pid {server_pid or '?'}); {workers} workers; ramp {ramp:g} s; "
           f"measuring {duration:g} s", flush=True)  # fmt: skip
     while time.time() < stop_at:
         time.sleep(2.0)
         now = time.time() - began
-        mb, used = rss_mb(server.pid or 0), cpu_seconds(server.pid or 0)
+        mb, used = rss_mb(server_pid), cpu_seconds(server_pid)
         if mb is not None:
             memory.append((now, mb))
         if used is not None:
@@ -430,7 +435,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     while len(stats) < workers and time.time() < deadline:
         with contextlib.suppress(Exception):
             stats.append(results.get(timeout=max(0.1, deadline - time.time())))
-    for proc in [*procs, server]:
+    for proc in [*procs, *([server] if server is not None else [])]:
         proc.join(timeout=10)
         if proc.is_alive():
             proc.terminate()  # our own child, past its deadline
@@ -485,9 +490,16 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--server-loop",
         choices=["asyncio", "uvloop"],
-        default="asyncio",
-        help="the server's event loop (uvloop is what `vrt serve` uses where installed; "
-        "see docs/reliability.md for why asyncio is the default here)",
+        default="uvloop",
+        help="the server's event loop (default: uvloop, what `vrt serve` uses where installed)",
+    )
+    parser.add_argument(
+        "--url",
+        help="load a server that is already running (ws://127.0.0.1:PORT or ws://localhost:PORT) "
+        "instead of starting one",
+    )
+    parser.add_argument(
+        "--server-pid", type=int, help="with --url: the server's pid, to sample its memory and CPU"
     )
     parser.add_argument("--json", help="also write the report to this file")
     parser.add_argument("--verbose", action="store_true", help="print RSS every 2 s")
@@ -497,6 +509,8 @@ def main(argv: list[str] | None = None) -> int:
         parser.error(f"between 1 and {MAX_SESSIONS} sessions")
     if not 0 < args.minutes <= MAX_MINUTES:
         parser.error(f"--minutes must be in (0, {MAX_MINUTES:g}]")
+    if args.url and urlsplit(args.url).hostname not in ("127.0.0.1", "localhost", "::1"):
+        parser.error("--url must be a loopback address: this generator never loads other hosts")
     limit = raise_open_files()
     if limit < total + 64:
         parser.error(f"the open-file limit is {limit}; {total} sessions need more")

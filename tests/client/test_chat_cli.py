@@ -10,11 +10,8 @@ import os
 import pty
 import re
 import select
-import shutil
-import socket
 import struct
 import subprocess
-import sys
 import termios
 import time
 from collections.abc import Iterator
@@ -25,6 +22,7 @@ from typing import Any
 import pytest
 from rich.console import Console
 
+from support.processes import free_port, vrt_command, vrt_serve
 from vrt.chat import _Chat
 from vrt.client import (
     Connected,
@@ -41,45 +39,11 @@ TIMEOUT = 10.0
 ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]|\x1b\][^\x07]*\x07")
 
 
-def vrt_command() -> list[str]:
-    script = Path(sys.executable).with_name("vrt")
-    if script.exists():
-        return [str(script)]
-    found = shutil.which("vrt")
-    if found is None:
-        pytest.skip("the vrt command is not installed")
-    return [found]
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port: int = sock.getsockname()[1]
-        return port
-
-
 @pytest.fixture(scope="module")
 def server_url() -> Iterator[str]:
     """``vrt serve`` on a free port, for the whole module."""
-    port = free_port()
-    process = subprocess.Popen(
-        [*vrt_command(), "serve", "--port", str(port), "--log-level", "warning"],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        text=True,
-    )
-    try:
-        assert process.stdout is not None
-        line = process.stdout.readline()
-        assert "listening on" in line, line
-        yield f"ws://127.0.0.1:{port}"
-    finally:
-        process.terminate()
-        try:
-            process.wait(5)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait()
+    with vrt_serve() as url:
+        yield url
 
 
 def _controlling_terminal() -> None:

@@ -44,6 +44,7 @@ from websockets.asyncio.client import connect
 from websockets.datastructures import Headers
 
 from support import RawClient, chunks, is_idle
+from support.processes import start_python, stop, vrt_serve
 from vrt.agents.scripted import scripted_agent
 from vrt.client import TextReceived, TurnChanged, VrtClient, VrtError, tool
 from vrt.protocol import ids
@@ -681,35 +682,31 @@ def test_a_burst_of_valid_messages_on_uvloop_does_not_kill_the_connection() -> N
     assert contexts[-1:] == [40]
 
 
-async def big_flood_stall(server: LiveServer, flooders: int) -> list[float]:
-    bystander = await RawClient.connect(server.url, auto_ack=True)
-    await bystander.hello()
-    pinger = Pinger(bystander)
-    await asyncio.sleep(0.1)
-    garbage = "[" + "1," * 450_000 + "x]"  # 900 KB: under the 1 MiB limit, not JSON
-    await asyncio.gather(*(flood(server.url, garbage, 101, hello=True) for _ in range(flooders)))
-    await pinger.stop()
-    rtts = sorted(pinger.rtts)
-    print(f"\nbig flood ({flooders} x 101 frames of 900 KB): bystander max {rtts[-1]:.2f} s")
-    assert await say(bystander, "echo unharmed") == ["unharmed"]
-    await bystander.close()
-    return rtts
-
-
-@pytest.mark.slow
-@pytest.mark.xfail(
-    strict=True,
-    reason="KNOWN LIMIT: a 900 KB malformed frame still costs orjson a full read before it "
-    "fails (a second, stdlib parse now happens only for numbers and surrogates orjson "
-    "refuses), so three such floods keep the bystander's ping over 0.5 s on 2 cores",
-)
-async def test_a_flood_of_large_malformed_frames_does_not_stall_other_sessions(
-    servers: list[LiveServer],
-) -> None:
+async def test_a_flood_of_large_malformed_frames_does_not_stall_other_sessions() -> None:
     """§9.1: a receiver "MUST NOT crash or stall because of" an invalid message; a
     flooder must not starve other sessions. Three connections each send 101 malformed
-    frames of 900 KB (within the 1 MiB limit); another session's ping round trip must
-    stay under 0.5 s."""
-    server = await live(servers)
-    rtts = await big_flood_stall(server, 3)
-    assert rtts[-1] < 0.5, rtts[-5:]
+    frames of 900 KB (within the 1 MiB limit; each is read whole before it fails).
+    The server (`vrt serve`, as deployed), the flooders and the measuring session are
+    three processes, so the round trip measures the server, not a shared event loop.
+    Another session's ping round trip must stay under 0.5 s, and it works afterwards."""
+    with vrt_serve() as url:
+        bystander = await RawClient.connect(url, auto_ack=True)
+        await bystander.hello()
+        pinger = Pinger(bystander)
+        await asyncio.sleep(0.1)
+        flooders = start_python("support.flooder", url, "--connections", "3", "--frames", "101")
+        try:
+            output, _ = await asyncio.to_thread(flooders.communicate, timeout=120)
+        finally:
+            stop(flooders)
+        await pinger.stop()
+        # Each flooder: 100 recoverable errors, then RATE_LIMITED and close 1008.
+        assert output.split("\n")[:3] == ["closed 1008 errors 101"] * 3, output
+        rtts = sorted(pinger.rtts)
+        median, worst = rtts[len(rtts) // 2] * 1000, rtts[-1] * 1000
+        print(f"\nbig flood: bystander {len(rtts)} round trips, median {median:.2f} ms, "
+              f"max {worst:.1f} ms")  # fmt: skip
+        assert len(rtts) >= 5
+        assert rtts[-1] < 0.5, rtts[-5:]
+        assert await say(bystander, "echo unharmed") == ["unharmed"]
+        await bystander.close()

@@ -31,12 +31,13 @@ from support import (
     of_type,
     speech,
 )
-from vrt.agents.base import AgentSession
+from vrt.agents.base import MAX_QUEUED_AUDIO, AgentSession
 from vrt.agents.scripted import SCRIPTED_FORMATS
 from vrt.audio import silence, tone
 from vrt.protocol.codec import Decoded, Limits
 from vrt.protocol.frames import AudioFrame, FrameKind
 from vrt.protocol.messages import (
+    PCM16_24K,
     Ack,
     AudioStart,
     Error,
@@ -51,7 +52,7 @@ from vrt.protocol.messages import (
     Transcript,
     TurnState,
 )
-from vrt.protocol.server import ServerConfig
+from vrt.protocol.server import AudioReceived, ServerConfig, UserTextReceived
 from vrt.server.auth import TokenAuthenticator
 
 M = TypeVar("M", bound=Message)
@@ -1347,6 +1348,43 @@ class TestSection8Audio:
         assert transcript.text == "(speech 300 ms)"
         await client.until(is_idle)
 
+    async def test_an_agent_that_leaves_audio_unread_holds_a_bounded_backlog(
+        self, start: StartServer, connect: Connect
+    ) -> None:
+        """Audio is lossy (§5.4) but control messages never are: while an agent is busy
+        elsewhere, input audio beyond MAX_QUEUED_AUDIO frames is dropped, and a text
+        sent after it still reaches the agent, after the audio it kept."""
+        busy = asyncio.Event()
+        sessions: list[AgentSession] = []
+
+        class Busy:
+            input_formats = SCRIPTED_FORMATS
+            output_formats = SCRIPTED_FORMATS
+
+            async def run(self, session: AgentSession) -> None:
+                sessions.append(session)
+                await busy.wait()
+
+        server = await start(agent_factory=lambda info: Busy())
+        client = await connect(server.url)
+        await client.send_hello()
+        await client.expect(Ready)
+        frames = input_audio(silence(20 * (MAX_QUEUED_AUDIO + 100), PCM16_24K))
+        for frame in frames:
+            await client.send(frame)
+        await client.send_sequenced("text", text="still here")
+        await client.barrier()
+        (session,) = sessions
+        assert session.dropped_audio == 100
+        got = [await session.next_event() for _ in range(MAX_QUEUED_AUDIO + 1)]
+        assert all(isinstance(e, AudioReceived) for e in got[:-1])
+        assert [e.seq for e in got[:3]] == [0, 1, 2]  # the oldest are kept, in order
+        assert got[-1] == UserTextReceived("still here")
+        await client.send(frames[0])  # read: room again
+        await client.barrier()
+        assert isinstance(await session.next_event(), AudioReceived)
+        busy.set()
+
 
 class TestSection8_4Playback:
     async def test_playback_is_accepted_and_reaches_the_agent(
@@ -1384,20 +1422,26 @@ class TestSection9Errors:
         after = await reply(client, "echo b")
         assert seqs(after)[0] == error.seq + 1
 
+    @pytest.mark.parametrize("way", ["run", "listener"])
     async def test_an_agent_that_fails_ends_the_session(
-        self, start: StartServer, connect: Connect, open_session: OpenSession
+        self, start: StartServer, connect: Connect, open_session: OpenSession, way: str
     ) -> None:
         """§9.2: "recoverable: false means the session or connection cannot continue";
         §5.6: "A session ends when the server closes it (after an unrecoverable
-        error...)": AGENT_ERROR not recoverable, sequenced, then the session is gone."""
+        error...)": AGENT_ERROR not recoverable, sequenced, then the session is gone;
+        whether ``run`` raises or a listener (AgentSession.listen) does."""
+
+        def broke(event: object) -> None:
+            raise RuntimeError("the model connection broke")
 
         class FailingAgent:
             input_formats = SCRIPTED_FORMATS
             output_formats = SCRIPTED_FORMATS
 
             async def run(self, session: AgentSession) -> None:
-                await session.next_event()
-                raise RuntimeError("the model connection broke")
+                if way == "listener":
+                    await session.listen(broke)
+                broke(await session.next_event())
 
         server = await start(agent_factory=lambda info: FailingAgent())
         client, ready = await open_session(server.url)

@@ -3,8 +3,6 @@ input the server delivered to it."""
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
-
 from vrt.agents.base import AgentSession
 from vrt.agents.scripted import ScriptedAgent
 from vrt.protocol.server import AgentInput, ToolSettled, UserTextReceived
@@ -22,15 +20,11 @@ class RecordingAgent(ScriptedAgent):
 
     async def run(self, session: AgentSession) -> None:
         self.session_id = session.session_id
-        events = session.events
-
-        async def recorded() -> AsyncIterator[AgentInput]:
-            async for event in events():
-                self.inputs.append(event)
-                yield event
-
-        setattr(session, "events", recorded)  # noqa: B010 - instance override, on purpose
         await super().run(session)
+
+    def handle(self, session: AgentSession, event: AgentInput) -> None:
+        self.inputs.append(event)
+        super().handle(session, event)
 
     @property
     def settled(self) -> list[ToolSettled]:

@@ -13,15 +13,17 @@ See ``docs/agents.md`` for a complete example.
 from __future__ import annotations
 
 import asyncio
+import logging
 from collections import deque
 from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass
-from typing import Any, Protocol, TypeAlias, runtime_checkable
+from typing import Any, Final, Protocol, TypeAlias, runtime_checkable
 
 from ..protocol.messages import FailureCode, Format, Tool, TurnStateName
-from ..protocol.server import AgentInput, ServerSession, ToolSettled
+from ..protocol.server import AgentInput, AudioReceived, ServerSession, ToolSettled
 
 __all__ = [
+    "MAX_QUEUED_AUDIO",
     "Agent",
     "AgentFactory",
     "AgentSession",
@@ -31,6 +33,15 @@ __all__ = [
     "ToolCallHandle",
     "Turn",
 ]
+
+
+log = logging.getLogger("vrt.agents")
+
+#: Input audio frames an agent may leave unread (10 s of 20 ms frames). An agent busy
+#: elsewhere (a model call) must not make the session hold the microphone's stream
+#: without bound; beyond this, new frames are dropped: audio is lossy by design (§5.4),
+#: control events never are.
+MAX_QUEUED_AUDIO: Final = 500
 
 
 class AgentSetupError(Exception):
@@ -74,13 +85,20 @@ class AgentSession:
         core: ServerSession,
         flush: Callable[[], None],
         clock: Callable[[], float],
+        on_failure: Callable[[Exception], None] | None = None,
     ) -> None:
         self._core = core
         self._flush = flush
         self._clock = clock
+        self._on_failure = on_failure
+        self._handler: Callable[[AgentInput], object] | None = None
+        self._handling = False
         # A deque and one waiter rather than an asyncio.Queue: a few hundred bytes per
         # session instead of a few KB, and the agent is the only reader.
         self._events: deque[AgentInput] = deque()
+        self._queued_audio = 0
+        #: Input audio frames dropped because the agent left too many unread.
+        self.dropped_audio = 0
         self._wakeup: asyncio.Future[None] | None = None
         self._waiting: dict[str, asyncio.Future[ToolSettled]] = {}
 
@@ -134,24 +152,86 @@ class AgentSession:
                 await self._wakeup
             finally:
                 self._wakeup = None
-        return self._events.popleft()
+        return self._pop()
+
+    def _pop(self) -> AgentInput:
+        event = self._events.popleft()
+        if type(event) is AudioReceived:
+            self._queued_audio -= 1
+        return event
 
     async def events(self) -> AsyncIterator[AgentInput]:
         """Every event, in the order the client sent what caused it."""
         while True:
             yield await self.next_event()
 
+    async def listen(self, handler: Callable[[AgentInput], object]) -> None:
+        """Take every event through a call of ``handler`` as it arrives, instead of
+        :meth:`next_event` or :meth:`events`; returns only when ``run`` is cancelled
+        (the session ended). ``await session.listen(self.handle)`` is a whole ``run``.
+
+        There is no task wake-up per event: an input audio frame (every 20 ms per
+        session) costs a call, and a reply the handler sends at once leaves in the same
+        write as whatever else the server sends for the message that caused it. The
+        handler runs inside the server's I/O step, so it must not block: start a task
+        for anything that waits. An exception from it fails the session as one from
+        ``run`` would. Events are never handed to it re-entrantly: what its own actions
+        cause comes after it returns."""
+        if self._handler is not None:
+            raise RuntimeError("this session already has a listener")
+        self._handler = handler
+        try:
+            self._handle_queued()
+            await asyncio.get_running_loop().create_future()  # until cancelled
+        finally:
+            self._handler = None
+
     def deliver(self, events: list[AgentInput]) -> None:
         """Hand the session's events to the agent (the server's driver calls this)."""
+        queue = self._events
         for event in events:
-            if isinstance(event, ToolSettled):
+            if type(event) is AudioReceived:
+                if self._queued_audio >= MAX_QUEUED_AUDIO:
+                    self._drop_audio()
+                    continue
+                self._queued_audio += 1
+            elif isinstance(event, ToolSettled):
                 waiting = self._waiting.pop(event.call_id, None)
                 if waiting is not None and not waiting.done():
                     waiting.set_result(event)
-        self._events.extend(events)
+            queue.append(event)
+        if self._handler is not None:
+            self._handle_queued()
+            return
         wakeup = self._wakeup
         if wakeup is not None and not wakeup.done():
             wakeup.set_result(None)
+
+    def _handle_queued(self) -> None:
+        handler = self._handler
+        if handler is None or self._handling:
+            return  # a call in progress takes what was queued meanwhile when it returns
+        self._handling = True
+        try:
+            while self._events:
+                handler(self._pop())
+        except Exception as exc:
+            self._events.clear()
+            self._queued_audio = 0
+            if self._on_failure is None:
+                raise
+            self._on_failure(exc)
+        finally:
+            self._handling = False
+
+    def _drop_audio(self) -> None:
+        if not self.dropped_audio:
+            log.warning(
+                "session %s: the agent left %d input audio frames unread; dropping new ones",
+                self.session_id,
+                MAX_QUEUED_AUDIO,
+            )
+        self.dropped_audio += 1
 
     # -- what the agent does --
 

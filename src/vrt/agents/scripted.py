@@ -93,8 +93,12 @@ Interruptions and other events
   :attr:`ScriptedAgent.playback`.
 * ``ToolSettled``: nothing (the futures of issued calls resolve in the seam).
 
-Replies run as tasks, so events are read (and interruptions seen) while one streams.
-Cancelling :meth:`ScriptedAgent.run` cancels the reply in progress.
+Events are taken with ``AgentSession.listen``. Replies that never wait (``echo``,
+``burst``, ``context?``, a usage error, the reply to speech) are sent while the event
+is handled, so they leave in the same write as the server's answer to it; the others
+(``call``, ``calls``, ``speak``, ``server-tool``) run as a task, so events are handled
+(and interruptions seen) while one streams. Cancelling :meth:`ScriptedAgent.run`
+cancels the reply in progress.
 """
 
 from __future__ import annotations
@@ -109,6 +113,7 @@ from typing import Any, Final
 from ..audio import EnergyVad, frame_bytes, tone
 from ..protocol.messages import PCM16_24K, Format
 from ..protocol.server import (
+    AgentInput,
     AudioReceived,
     ContextChanged,
     PlaybackReported,
@@ -136,6 +141,8 @@ ARGUMENT_FRAGMENT: Final = 8
 MAX_CALLS: Final = 1000
 MAX_BURST: Final = 10_000
 MAX_MS: Final = 600_000
+#: Commands whose reply waits (a tool result, real time); the others are sent at once.
+_WAITING_COMMANDS: Final = frozenset({"call", "calls", "speak", "server-tool"})
 
 
 def _compact(value: Any) -> str:
@@ -224,20 +231,24 @@ class ScriptedAgent:
 
     async def run(self, session: AgentSession) -> None:
         try:
-            async for event in session.events():
-                if isinstance(event, UserTextReceived):
-                    self._on_text(session, event.text)
-                elif isinstance(event, AudioReceived):
-                    self._on_audio(session, event.payload)
-                elif isinstance(event, ResponseInterrupted):
-                    self._cancel_reply(event.turn_id)
-                elif isinstance(event, ContextChanged):
-                    self.contexts.append(event.context)
-                elif isinstance(event, PlaybackReported):
-                    self.playback[event.item_id] = event
-                # ToolSettled: the issued call's future already resolved in the seam.
+            await session.listen(lambda event: self.handle(session, event))
         finally:
             self._cancel_reply()
+
+    def handle(self, session: AgentSession, event: AgentInput) -> None:
+        """One event, as it arrives (``AgentSession.listen``): replies that never wait
+        are sent at once; the others run as a task."""
+        if isinstance(event, AudioReceived):
+            self._on_audio(session, event.payload)
+        elif isinstance(event, UserTextReceived):
+            self._on_text(session, event.text)
+        elif isinstance(event, ResponseInterrupted):
+            self._cancel_reply(event.turn_id)
+        elif isinstance(event, ContextChanged):
+            self.contexts.append(event.context)
+        elif isinstance(event, PlaybackReported):
+            self.playback[event.item_id] = event
+        # ToolSettled: the issued call's future already resolved in the seam.
 
     # -- replies --
 
@@ -267,12 +278,16 @@ class ScriptedAgent:
         # The turn begins here, not in the task, so that its id is known at once:
         # an interruption of an older turn must not cancel this reply.
         turn = session.begin_turn("thinking")
-        self._start(session, turn, self._command(session, turn, text, words))
+        if command in _WAITING_COMMANDS:
+            self._start(session, turn, self._command(turn, text, words))
+            return
+        try:
+            self._reply_now(session, turn, words)
+        except Exception as exc:
+            _report(session, exc)
 
-    async def _command(
-        self, session: AgentSession, turn: Turn, text: str, words: list[str]
-    ) -> None:
-        command = words[0] if words else ""
+    async def _command(self, turn: Turn, text: str, words: list[str]) -> None:
+        command = words[0]
         argument = words[1] if len(words) > 1 else None
         if command == "call":
             await self._call(turn, text)
@@ -280,10 +295,13 @@ class ScriptedAgent:
             await self._calls(turn, text)
         elif command == "speak":
             await self._speak(turn, argument)
-        elif command == "burst":
-            self._burst(turn, argument)
         elif command == "server-tool":
             await self._server_tool(turn, argument)
+
+    def _reply_now(self, session: AgentSession, turn: Turn, words: list[str]) -> None:
+        command = words[0] if words else ""
+        if command == "burst":
+            self._burst(turn, words[1] if len(words) > 1 else None)
         elif command == "context?":
             if turn.text(json.dumps(session.context, separators=(",", ":"), sort_keys=True)):
                 turn.end()
@@ -403,7 +421,9 @@ class ScriptedAgent:
             turn = session.user_started_speaking()
             heard = f"(speech {round(event.duration_ms)} ms)"
             session.user_transcript(heard)
-            self._start(session, turn, _speech_reply(turn, heard))
+            self._cancel_reply()
+            if turn.state("thinking"):
+                echo(turn, heard.split())
 
 
 def _issue(turn: Turn, tool: str, arguments: Any) -> asyncio.Future[ToolSettled] | None:
@@ -418,17 +438,16 @@ def _issue(turn: Turn, tool: str, arguments: Any) -> asyncio.Future[ToolSettled]
     return handle.issue(arguments)
 
 
-async def _speech_reply(turn: Turn, heard: str) -> None:
-    if turn.state("thinking"):
-        echo(turn, heard.split())
-
-
 def _report_failure(session: AgentSession, task: asyncio.Task[None]) -> None:
-    # A bug in a reply must be visible to the client, not only lost in a task.
-    if task.cancelled() or task.exception() is None:
-        return
-    log.error("scripted reply failed", exc_info=task.exception())
-    session.error(f"scripted agent failed: {task.exception()!r}", recoverable=True)
+    exc = None if task.cancelled() else task.exception()
+    if isinstance(exc, Exception):
+        _report(session, exc)
+
+
+def _report(session: AgentSession, exc: Exception) -> None:
+    # A bug in a reply must be visible to the client, not only in the server's log.
+    log.error("scripted reply failed", exc_info=exc)
+    session.error(f"scripted agent failed: {exc!r}", recoverable=True)
 
 
 def scripted_agent(info: SessionInfo) -> ScriptedAgent:

@@ -819,7 +819,7 @@ class ServerConnection:
         self._events: list[HelloReceived] = []
         self._kept: list[Decoded[Any]] = []
         self._last_frame = now
-        self._invalid: deque[float] = deque()
+        self._invalid: deque[float] | None = None  # made on the first invalid frame
         self.hello: Hello | None = None
 
     # -- driver interface --
@@ -1009,6 +1009,8 @@ class ServerConnection:
 
     def _invalid_input(self, invalid: Invalid, now: float) -> None:
         window = self._invalid
+        if window is None:
+            window = self._invalid = deque()
         window.append(now)
         while window and window[0] <= now - self.config.invalid_window:
             window.popleft()

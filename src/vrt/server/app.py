@@ -94,6 +94,7 @@ class VrtServer:
         self._sessions: dict[str, ServerSession] = {}
         self._opening: set[asyncio.Task[None]] = set()
         self._flush_due: set[str] = set()
+        self._delivering: ServerSession | None = None
         self.url = ""
 
     # -- lifecycle --
@@ -205,17 +206,25 @@ class VrtServer:
             self._end_session(session, "session closed")
 
     def _deliver(self, session: ServerSession) -> None:
+        """Hand the session's events to its agent. Every caller writes the session's
+        frames right after, so what a listening agent sends while it handles them
+        (AgentSession.listen) leaves in that same write."""
         events = session.take_events()
         if events:
             host = self._agents.get(session.session_id)
             if host is not None:
-                host.agent_session.deliver(events)
+                self._delivering = session
+                try:
+                    host.agent_session.deliver(events)
+                finally:
+                    self._delivering = None
 
     def _flush_session_soon(self, session: ServerSession) -> None:
         """After the agent acted on ``session``: the first call of a step is written at
         once (no added latency); what follows in the same step leaves in one write
-        when the step is done."""
-        if session.session_id in self._flush_due:
+        when the step is done. While its events are being delivered, the write that
+        follows the delivery takes it."""
+        if session.session_id in self._flush_due or session is self._delivering:
             return
         self._flush_session(session)
         self._flush_due.add(session.session_id)
@@ -326,7 +335,12 @@ class VrtServer:
         self._sessions[session.session_id] = session
         self._bound[session.session_id] = connection
         loop = connection.loop
-        agent_session = AgentSession(session, lambda: self._flush_session_soon(session), loop.time)
+        agent_session = AgentSession(
+            session,
+            lambda: self._flush_session_soon(session),
+            loop.time,
+            lambda exc: self._agent_failed(session, exc),
+        )
         task = loop.create_task(self._run_agent(agent, agent_session, session))
         self._agents[session.session_id] = _AgentHost(agent_session, task)
         core.open(session, loop.time())
@@ -341,13 +355,18 @@ class VrtServer:
         except asyncio.CancelledError:
             raise
         except Exception as exc:
-            if session.state.closed:  # the agent closed its session, then stopped
-                log.info("the agent of session %s stopped: %s", session.session_id, exc)
-                return
-            log.exception("the agent of session %s failed", session.session_id)
-            session.agent_error(f"the agent failed: {type(exc).__name__}", recoverable=False)
-            session.close("agent failed")
-            self._flush_session(session)
+            self._agent_failed(session, exc)
+
+    def _agent_failed(self, session: ServerSession, exc: Exception) -> None:
+        """The agent raised (from ``run`` or a listener): AGENT_ERROR, not recoverable,
+        and the session closes (§9.2)."""
+        if session.state.closed:  # the agent closed its session, then stopped
+            log.info("the agent of session %s stopped: %s", session.session_id, exc)
+            return
+        log.error("the agent of session %s failed", session.session_id, exc_info=exc)
+        session.agent_error(f"the agent failed: {type(exc).__name__}", recoverable=False)
+        session.close("agent failed")
+        self._flush_session(session)
 
     def _end_session(self, session: ServerSession, reason: str, code: int = 1000) -> None:
         session_id = session.session_id

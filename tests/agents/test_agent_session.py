@@ -1,0 +1,121 @@
+"""The agent seam's two ways of taking events: ``next_event``/``events`` (a task woken
+per batch) and ``listen`` (a synchronous call per event), and the bound on input audio
+an agent leaves unread."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+
+from vrt.agents.base import MAX_QUEUED_AUDIO, AgentSession
+from vrt.protocol.codec import encode
+from vrt.protocol.messages import PCM16_24K, Hello
+from vrt.protocol.server import (
+    AgentInput,
+    AudioReceived,
+    ContextChanged,
+    ServerConfig,
+    ServerConnection,
+    ServerSession,
+    UserTextReceived,
+)
+
+
+def open_session() -> ServerSession:
+    config = ServerConfig()
+    connection = ServerConnection(config, now=0.0)
+    connection.receive_text(encode(Hello(), 0), 0.0)
+    (event,) = connection.take_events()
+    core = ServerSession(
+        event.hello, config, input_formats=(PCM16_24K,), output_formats=(PCM16_24K,)
+    )
+    connection.open(core, 0.0)
+    return core
+
+
+def seam(failures: list[Exception] | None = None) -> AgentSession:
+    loop = asyncio.get_running_loop()
+    on_failure = failures.append if failures is not None else None
+    return AgentSession(open_session(), lambda: None, loop.time, on_failure)
+
+
+async def settle() -> None:
+    for _ in range(3):
+        await asyncio.sleep(0)
+
+
+async def test_listen_hands_over_what_was_queued_first_then_each_event_as_it_comes() -> None:
+    session = seam()
+    session.deliver([UserTextReceived("before"), ContextChanged(1)])
+    seen: list[AgentInput] = []
+    task = asyncio.create_task(session.listen(seen.append))
+    await settle()
+    assert seen == [UserTextReceived("before"), ContextChanged(1)]
+    session.deliver([UserTextReceived("after")])
+    assert seen[-1] == UserTextReceived("after")  # during deliver, no wake-up needed
+    task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await task
+
+
+async def test_listen_is_never_reentered() -> None:
+    """What a handler's own action causes is handled after the handler returns."""
+    session = seam()
+    order: list[str] = []
+
+    def handler(event: AgentInput) -> None:
+        assert isinstance(event, UserTextReceived)
+        order.append(f"begin {event.text}")
+        if event.text == "first":
+            session.deliver([UserTextReceived("caused")])
+        order.append(f"end {event.text}")
+
+    task = asyncio.create_task(session.listen(handler))
+    await settle()
+    session.deliver([UserTextReceived("first"), UserTextReceived("second")])
+    assert order == [
+        "begin first",
+        "end first",
+        "begin second",
+        "end second",
+        "begin caused",
+        "end caused",
+    ]
+    task.cancel()
+
+
+async def test_a_listener_that_raises_fails_the_session_through_on_failure() -> None:
+    failures: list[Exception] = []
+    session = seam(failures)
+
+    def handler(event: AgentInput) -> None:
+        raise ValueError("broken agent")
+
+    task = asyncio.create_task(session.listen(handler))
+    await settle()
+    session.deliver([UserTextReceived("a"), UserTextReceived("b")])
+    assert [str(e) for e in failures] == ["broken agent"]  # once: the rest is dropped
+    task.cancel()
+
+
+async def test_one_listener_per_session() -> None:
+    session = seam()
+    task = asyncio.create_task(session.listen(lambda event: None))
+    await settle()
+    with pytest.raises(RuntimeError, match="already has a listener"):
+        await session.listen(lambda event: None)
+    task.cancel()
+
+
+async def test_unread_audio_is_bounded_and_control_events_are_not() -> None:
+    session = seam()
+    audio = [AudioReceived(b"\x00\x00", n) for n in range(MAX_QUEUED_AUDIO + 3)]
+    texts = [UserTextReceived(str(n)) for n in range(2 * MAX_QUEUED_AUDIO)]
+    session.deliver([*audio, *texts])
+    assert session.dropped_audio == 3
+    got = [await session.next_event() for _ in range(MAX_QUEUED_AUDIO + len(texts))]
+    assert got == [*audio[:MAX_QUEUED_AUDIO], *texts]
+    session.deliver([audio[0]])  # read: there is room again
+    assert await session.next_event() == audio[0]
+    assert session.dropped_audio == 3
