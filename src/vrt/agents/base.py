@@ -93,9 +93,9 @@ class AgentSession:
         self._on_failure = on_failure
         self._handler: Callable[[AgentInput], object] | None = None
         self._handling = False
-        # A deque and one waiter rather than an asyncio.Queue: a few hundred bytes per
-        # session instead of a few KB, and the agent is the only reader.
-        self._events: deque[AgentInput] = deque()
+        # A deque and one waiter rather than an asyncio.Queue, and the deque made only
+        # when events wait (a listener leaves none): an idle session pays for neither.
+        self._events: deque[AgentInput] | None = None
         self._queued_audio = 0
         #: Input audio frames dropped because the agent left too many unread.
         self.dropped_audio = 0
@@ -155,6 +155,7 @@ class AgentSession:
         return self._pop()
 
     def _pop(self) -> AgentInput:
+        assert self._events is not None
         event = self._events.popleft()
         if type(event) is AudioReceived:
             self._queued_audio -= 1
@@ -189,6 +190,8 @@ class AgentSession:
     def deliver(self, events: list[AgentInput]) -> None:
         """Hand the session's events to the agent (the server's driver calls this)."""
         queue = self._events
+        if queue is None:
+            queue = self._events = deque()
         for event in events:
             if type(event) is AudioReceived:
                 if self._queued_audio >= MAX_QUEUED_AUDIO:
@@ -215,8 +218,9 @@ class AgentSession:
         try:
             while self._events:
                 handler(self._pop())
+            self._events = None
         except Exception as exc:
-            self._events.clear()
+            self._events = None
             self._queued_audio = 0
             if self._on_failure is None:
                 raise

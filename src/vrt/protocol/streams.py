@@ -46,7 +46,9 @@ class OutgoingStream:
         if max_kept < 1:
             raise ValueError("max_kept must be at least 1")
         self.max_kept = max_kept
-        self._kept: deque[tuple[int, bytes]] = deque()
+        # Made by the first send: an idle session keeps nothing, and an empty deque
+        # is most of a kilobyte.
+        self._kept: deque[tuple[int, bytes]] | None = None
         self._last_seq = last_seq
         #: Highest seq discarded without acknowledgement; a resume needing it fails.
         self._lost_through = 0
@@ -64,7 +66,7 @@ class OutgoingStream:
     @property
     def unacked(self) -> int:
         """How many sent messages are kept, waiting for an ``ack``."""
-        return len(self._kept)
+        return len(self._kept) if self._kept is not None else 0
 
     @property
     def lost_through(self) -> int:
@@ -80,9 +82,12 @@ class OutgoingStream:
         seq = self._last_seq + 1
         data = encode(message, seq)
         self._last_seq = seq
-        if len(self._kept) >= self.max_kept:
-            self._lost_through = self._kept.popleft()[0]
-        self._kept.append((seq, data))
+        kept = self._kept
+        if kept is None:
+            kept = self._kept = deque()
+        elif len(kept) >= self.max_kept:
+            self._lost_through = kept.popleft()[0]
+        kept.append((seq, data))
         return data
 
     def ack(self, up_to: int) -> int:
@@ -91,6 +96,8 @@ class OutgoingStream:
         A value at or beyond the last seq sent acknowledges everything (messages.md).
         """
         kept = self._kept
+        if kept is None:
+            return 0
         dropped = 0
         while kept and kept[0][0] <= up_to:
             kept.popleft()
@@ -104,18 +111,18 @@ class OutgoingStream:
         """
         if resume_from < 0 or resume_from > self._last_seq or resume_from < self._lost_through:
             return None
-        kept = self._kept
+        kept = self._kept or ()
         if resume_from < self._last_seq and (not kept or kept[0][0] > resume_from + 1):
             return None  # acknowledged messages are gone, yet the peer says it lacks them
         return [data for seq, data in kept if seq > resume_from]
 
     def kept(self) -> list[tuple[int, bytes]]:
         """The kept messages as ``(seq, bytes)``, oldest first (for a session store)."""
-        return list(self._kept)
+        return list(self._kept or ())
 
     def restore(self, kept: list[tuple[int, bytes]], lost_through: int) -> None:
         """Put back what :meth:`kept` and :attr:`lost_through` returned (session store)."""
-        self._kept = deque(kept)
+        self._kept = deque(kept) if kept else None
         self._lost_through = lost_through
 
 
