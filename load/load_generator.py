@@ -2,8 +2,10 @@
 
     python -m load --text-sessions 1000 --audio-sessions 200 --minutes 2
 
-It starts ``VrtServer`` (scripted agent) in a process of its own on 127.0.0.1, then
-worker processes that hold the sessions over raw WebSockets:
+It starts ``VrtServer`` (scripted agent, uvloop) in a process of its own on 127.0.0.1
+(or loads one already running: ``--url ws://127.0.0.1:PORT``, with ``--server-pid`` to
+sample its memory and CPU), then worker processes that hold the sessions over raw
+WebSockets:
 
 * a *text session* repeats a turn every 2-6 s (think time): ``burst 3``, ``context?``
   or ``call add {...}`` (it answers the tool call), and measures the time from sending

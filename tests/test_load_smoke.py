@@ -1,0 +1,50 @@
+"""The load generator works end to end at a tiny size: ``python -m load`` starts its
+server and workers, holds text and audio sessions, and reports them with no error. No
+timing is asserted (docs/reliability.md has the full-size figures, run by hand)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def run_load(*args: str, timeout: float = 120) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "load", *args],
+        cwd=ROOT,
+        stdin=subprocess.DEVNULL,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        check=False,
+    )
+
+
+@pytest.mark.timeout(180)
+def test_a_small_load_run_reports_every_session_without_error(tmp_path: Path) -> None:
+    out = tmp_path / "load.json"
+    done = run_load(
+        *("--text-sessions", "4", "--audio-sessions", "2", "--minutes", "0.15"),
+        *("--ramp", "1", "--workers", "1", "--json", str(out)),
+    )
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    report = json.loads(out.read_text())
+    assert report["opened"] == 6
+    assert report["errors"] == 0, report["error_samples"]
+    assert report["turns"] >= 1
+    assert report["audio_frames_sent"] > 100
+    assert report["audio_frames_received"] > 100
+    assert report["workers_reported"] == 1
+    assert report["server_rss_mb"]["max"] > 0
+
+
+def test_only_loopback_servers_are_loaded() -> None:
+    done = run_load("--url", "ws://192.0.2.1:8765", "--text-sessions", "1", timeout=30)
+    assert done.returncode == 2
+    assert "--url must be a loopback address" in done.stderr
