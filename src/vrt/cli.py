@@ -126,6 +126,10 @@ def serve(
     logging.basicConfig(
         level=log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s"
     )
+    if logging.getLogger().level > logging.DEBUG:
+        # picows logs every accepted and closed connection at INFO; vrt's own lines say
+        # what happens to sessions. Its warnings and errors still show.
+        logging.getLogger("picows").setLevel(logging.WARNING)
     options: dict[str, str] = {}
     for item in agent_option or ():
         key, sep, setting = item.partition("=")
