@@ -31,7 +31,7 @@ def test_a_small_load_run_reports_every_session_without_error(tmp_path: Path) ->
     out = tmp_path / "load.json"
     done = run_load(
         *("--text-sessions", "4", "--audio-sessions", "2", "--minutes", "0.15"),
-        *("--ramp", "1", "--workers", "1", "--json", str(out)),
+        *("--ramp", "1", "--workers", "1", "--warmup", "2", "--json", str(out)),
     )
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     report = json.loads(out.read_text())
@@ -42,6 +42,7 @@ def test_a_small_load_run_reports_every_session_without_error(tmp_path: Path) ->
     assert report["audio_frames_received"] > 100
     assert report["workers_reported"] == 1
     assert report["server_rss_mb"]["max"] > 0
+    assert report["server_rss_mb"]["warmup_s"] == 2
 
 
 def test_only_loopback_servers_are_loaded() -> None:
