@@ -93,6 +93,14 @@ def serve(
             metavar="N", help="Unacknowledged messages kept per session for resends (§4.1)."
         ),
     ] = DEFAULT_MAX_KEPT,
+    max_sessions: Annotated[
+        int | None,
+        typer.Option(
+            metavar="N",
+            help="Refuse a new session (START_FAILED, close 1011) while N are live, "
+            "connected or waiting for a resume; resumes are always served. Default: no limit.",
+        ),
+    ] = None,
     tls_cert: Annotated[
         Path | None, typer.Option(metavar="PATH", help="PEM certificate: serve wss:// (§2.1).")
     ] = None,
@@ -168,6 +176,8 @@ def serve(
             raise _fail(f"--{name} must be positive")
     if max_unacked < 1:
         raise _fail("--max-unacked must be at least 1")
+    if max_sessions is not None and max_sessions < 1:
+        raise _fail("--max-sessions must be at least 1")
     config = ServerConfig(
         heartbeat_timeout=heartbeat_timeout, tool_timeout=tool_timeout, max_unacked=max_unacked
     )
@@ -178,6 +188,7 @@ def serve(
         resume_window=resume_window,
         ssl_context=context,
         allowed_origins=allowed_origin,
+        max_sessions=max_sessions,
     )
 
     async def run() -> None:

@@ -1512,6 +1512,39 @@ class TestSection9Errors:
 
 
 class TestSection11Limits:
+    async def test_a_session_beyond_max_sessions_cannot_start_and_resumes_still_work(
+        self, start: StartServer, connect: Connect, open_session: OpenSession
+    ) -> None:
+        """§5.1 "opening | the session cannot start | error START_FAILED, close 1011":
+        with ``max_sessions``, a new session beyond the limit is refused that way; a
+        parked session still counts and still resumes; once a session ends, a new one
+        opens."""
+        server = await start(max_sessions=2, resume_window=1.0)
+        first, first_ready = await open_session(server.url)
+        second, _ = await open_session(server.url)
+        third = await connect(server.url)
+        await third.send_hello()
+        error = await expect_error(third, "START_FAILED")
+        assert error.seq == 0
+        assert error.message.recoverable is False
+        assert "limit of 2 sessions" in error.message.message
+        assert (await third.closed())[0] == 1011
+        await first.close()  # parked: it still holds its place, and resumes
+        session = server.server.session(first_ready.session_id)
+        assert session is not None
+        await eventually(lambda: session.status == "parked", what="parked")
+        again = await connect(server.url)
+        await again.send_hello(sessionId=first_ready.session_id, resumeFrom=0)
+        resumed = (await again.expect(Ready)).message
+        assert isinstance(resumed, Ready)
+        assert resumed.session_id == first_ready.session_id
+        assert chunks(await reply(again, "echo back")) == ["back"]
+        assert server.server.session_count == 2
+        await second.close()  # §5.6: the session ends when its resume window expires
+        await eventually(lambda: server.server.session_count == 1, 5.0, "the expiry")
+        fourth, _ = await open_session(server.url)  # room again
+        assert chunks(await reply(fourth, "echo in")) == ["in"]
+
     async def test_too_deep_is_limit_exceeded_and_dropped(
         self, start: StartServer, open_session: OpenSession
     ) -> None:

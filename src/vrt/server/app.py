@@ -62,6 +62,9 @@ class VrtServer:
     :param resume_window: seconds a parked session waits for a resume (§5.1).
     :param allowed_origins: when given, a browser's ``Origin`` must be one of them
         (against cross-site WebSocket hijacking); requests without Origin pass.
+    :param max_sessions: when given, a ``hello`` that would open a session beyond this
+        many live ones (connected or parked) gets ``START_FAILED`` and close 1011 (§5.1);
+        resumes of existing sessions are always served.
     """
 
     def __init__(
@@ -75,8 +78,12 @@ class VrtServer:
         ssl_context: ssl.SSLContext | None = None,
         allowed_origins: Iterable[str] | None = None,
         max_message_bytes: int | None = None,
+        max_sessions: int | None = None,
     ) -> None:
+        if max_sessions is not None and max_sessions < 1:
+            raise ValueError("max_sessions must be at least 1")
         self.agent_factory = agent_factory
+        self.max_sessions = max_sessions
         self.authenticator = authenticator
         self.config = config or ServerConfig()
         self.resume_window = resume_window
@@ -95,6 +102,9 @@ class VrtServer:
         self._opening: set[asyncio.Task[None]] = set()
         self._flush_due: set[str] = set()
         self._delivering: ServerSession | None = None
+        self._starting = 0  # new sessions between their hello and their registration
+        self._refused_full = 0  # refusals at the session limit since the last warning
+        self._warned_full_at = -1e9
         self.url = ""
 
     # -- lifecycle --
@@ -303,6 +313,32 @@ class VrtServer:
         self._pump(connection)
 
     async def _open_new(
+        self, connection: ClientConnection, hello: Hello, principal: str | None
+    ) -> None:
+        limit = self.max_sessions
+        if limit is not None and len(self._sessions) + self._starting >= limit:
+            self._refuse_full(connection, limit)
+            return
+        self._starting += 1
+        try:
+            await self._start_session(connection, hello, principal)
+        finally:
+            self._starting -= 1
+
+    def _refuse_full(self, connection: ClientConnection, limit: int) -> None:
+        connection.core.refuse_start(
+            f"the server is at its limit of {limit} sessions; try again later"
+        )
+        self._pump(connection)
+        self._refused_full += 1
+        now = connection.loop.time()
+        if now - self._warned_full_at >= 10.0:  # one line per 10 s, however many refusals
+            log.warning(
+                "at the limit of %d sessions: refused %d new session(s)", limit, self._refused_full
+            )
+            self._warned_full_at, self._refused_full = now, 0
+
+    async def _start_session(
         self, connection: ClientConnection, hello: Hello, principal: str | None
     ) -> None:
         core = connection.core
