@@ -223,11 +223,11 @@ class VrtServer:
         if events:
             host = self._agents.get(session.session_id)
             if host is not None:
-                self._delivering = session
+                outer, self._delivering = self._delivering, session
                 try:
                     host.agent_session.deliver(events)
                 finally:
-                    self._delivering = None
+                    self._delivering = outer
 
     def _flush_session_soon(self, session: ServerSession) -> None:
         """After the agent acted on ``session``: the first call of a step is written at
