@@ -15,6 +15,10 @@ WebSockets:
   each output frame arrives against its item's 20 ms schedule, and pings once a second
   (the control round trip under audio load).
 
+With ``--churn P``, a share P of the text turns drops its connection (no close
+handshake) right after the first sequenced reply and resumes the session (§5.4): the
+rest of the reply must come exactly once, in order, and the turn must finish.
+
 Every session acknowledges what it received (§4.2). An ``error`` from the server, a
 connection that closes, a reply that does not come within 10 s, or a gap in the
 sequence numbers counts as an error. The server's resident memory is sampled every 2 s;
@@ -119,6 +123,7 @@ class Stats:
     """What one worker measured."""
 
     text_first_ms: list[float] = field(default_factory=list)
+    resume_ms: list[float] = field(default_factory=list)
     text_idle_ms: list[float] = field(default_factory=list)
     ping_ms: list[float] = field(default_factory=list)
     audio_late_ms: list[float] = field(default_factory=list)
@@ -144,6 +149,9 @@ class Session:
         self.ws: Any = None
         self.next_seq = 1
         self.last_seq = 0
+        self.session_id = ""
+        # Sent sequenced messages the server may not have handled yet, for a resume.
+        self.unacked: dict[int, str] = {}
 
     async def open(self, **hello: Any) -> None:
         from websockets.asyncio.client import connect
@@ -155,13 +163,38 @@ class Session:
         ready = orjson.loads(await asyncio.wait_for(self.ws.recv(), REPLY_TIMEOUT))
         if ready.get("type") != "ready":
             raise RuntimeError(f"expected ready, got {ready}")
+        self.session_id = ready["sessionId"]
         self.stats.sessions_opened += 1
 
     async def send(self, type_: str, **members: Any) -> None:
         seq = self.next_seq
         self.next_seq += 1
-        message = {"v": 1, "seq": seq, "type": type_, **members}
-        await self.ws.send(orjson.dumps(message).decode())
+        data = orjson.dumps({"v": 1, "seq": seq, "type": type_, **members}).decode()
+        self.unacked[seq] = data
+        await self.ws.send(data)
+
+    async def cut_and_resume(self) -> None:
+        """Drop the connection without a close handshake (as a network failure does)
+        and resume (§5.4): ``hello`` with ``resumeFrom``, then resend what the server's
+        ``resumedFrom`` says it lacks. The server resends what this side lacks; the
+        sequence check of :meth:`sequenced` then proves nothing was lost or repeated."""
+        from websockets.asyncio.client import connect
+
+        self.ws.transport.abort()
+        began = time.perf_counter()
+        self.ws = await connect(
+            self.url, compression=None, ping_interval=None, max_size=None, open_timeout=30
+        )
+        hello = {"v": 1, "seq": 0, "type": "hello", "sessionId": self.session_id}
+        await self.ws.send(orjson.dumps({**hello, "resumeFrom": self.last_seq}).decode())
+        ready = orjson.loads(await asyncio.wait_for(self.ws.recv(), REPLY_TIMEOUT))
+        if ready.get("type") != "ready" or ready.get("sessionId") != self.session_id:
+            raise RuntimeError(f"resume refused: {ready}")
+        self.stats.resume_ms.append((time.perf_counter() - began) * 1000)
+        handled = ready.get("resumedFrom", 0)
+        for seq in sorted(self.unacked):
+            if seq > handled:
+                await self.ws.send(self.unacked[seq])
 
     async def ack(self) -> None:
         await self.ws.send(f'{{"v":1,"seq":0,"type":"ack","upTo":{self.last_seq}}}')
@@ -169,6 +202,10 @@ class Session:
     def sequenced(self, message: dict[str, Any]) -> None:
         seq = message.get("seq", 0)
         if not seq:
+            if message.get("type") == "ack":
+                up_to = message["upTo"]
+                for handled in [n for n in self.unacked if n <= up_to]:
+                    del self.unacked[handled]
             return
         if seq != self.last_seq + 1:
             self.stats.error(f"seq {seq} after {self.last_seq}")
@@ -185,7 +222,9 @@ class Session:
 TEXT_COMMANDS: Final = ("burst 3", "context?", 'call add {"a": 2, "b": 3}')
 
 
-async def text_session(url: str, stats: Stats, start_at: float, stop_at: float) -> None:
+async def text_session(
+    url: str, stats: Stats, start_at: float, stop_at: float, churn: float
+) -> None:
     await asyncio.sleep(max(0.0, start_at - time.time()))
     session = Session(url, stats)
     rng = random.Random()
@@ -195,7 +234,7 @@ async def text_session(url: str, stats: Stats, start_at: float, stop_at: float) 
             await asyncio.sleep(rng.uniform(2.0, 6.0))
             if time.time() >= stop_at:
                 break
-            await text_turn(session, rng.choice(TEXT_COMMANDS))
+            await text_turn(session, rng.choice(TEXT_COMMANDS), cut=rng.random() < churn)
     except Exception as exc:
         if time.time() < stop_at:
             stats.error(f"text session: {type(exc).__name__}: {exc}")
@@ -203,7 +242,9 @@ async def text_session(url: str, stats: Stats, start_at: float, stop_at: float) 
         await session.close()
 
 
-async def text_turn(session: Session, command: str) -> None:
+async def text_turn(session: Session, command: str, *, cut: bool = False) -> None:
+    """One turn; with ``cut``, the connection is dropped and resumed after the first
+    sequenced reply, the worst moment: the rest of the reply may be in flight."""
     stats = session.stats
     began = time.perf_counter()
     await session.send("text", text=command)
@@ -229,6 +270,9 @@ async def text_turn(session: Session, command: str) -> None:
             )
         elif kind == "turn.state" and message["state"] == "idle":
             break
+        if cut and message.get("seq"):
+            cut = False
+            await session.cut_and_resume()
     done = time.perf_counter()
     stats.text_first_ms.append(((first or done) - began) * 1000)
     stats.text_idle_ms.append((done - began) * 1000)
@@ -336,6 +380,7 @@ def work(
     ramp: float,
     stop_at: float,
     encoding: str,
+    churn: float,
 ) -> None:
     """One worker process: its share of the sessions, until ``stop_at``."""
     raise_open_files()
@@ -350,7 +395,7 @@ def work(
             if n < audios:
                 jobs.append(audio_session(url, stats, opens, stop_at, encoding))
             else:
-                jobs.append(text_session(url, stats, opens, stop_at))
+                jobs.append(text_session(url, stats, opens, stop_at, churn))
         await asyncio.gather(*jobs)
 
     try:
@@ -413,7 +458,17 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         audios = args.audio_sessions // workers + (1 if w < args.audio_sessions % workers else 0)
         proc = context.Process(
             target=work,
-            args=(results, url, texts, audios, began + 5, ramp, stop_at, args.audio_format),
+            args=(
+                results,
+                url,
+                texts,
+                audios,
+                began + 5,
+                ramp,
+                stop_at,
+                args.audio_format,
+                args.churn,
+            ),
             daemon=True,
         )
         proc.start()
@@ -465,6 +520,9 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         "text_first_reply_ms": summary(merged.get("text_first_ms", [])),
         "text_turn_ms": summary(merged.get("text_idle_ms", [])),
         "audio_ping_ms": summary(merged.get("ping_ms", [])),
+        "churn": args.churn,
+        "resumes": len(merged.get("resume_ms", [])),
+        "resume_ms": summary(merged.get("resume_ms", [])),
         "audio_frame_lateness_ms": summary(merged.get("audio_late_ms", [])),
         "audio_frames_sent": merged.get("frames_sent", 0),
         "audio_frames_received": merged.get("frames_received", 0),
@@ -499,6 +557,14 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("--audio-format", choices=["pcm16", "pcmu"], default="pcm16")
     parser.add_argument(
+        "--churn",
+        type=float,
+        default=0.0,
+        help="the share of text turns (0-1) whose connection is dropped after the first "
+        "sequenced reply and resumed (§5.4); the sequence checks then prove nothing was "
+        "lost or repeated",
+    )
+    parser.add_argument(
         "--server-loop",
         choices=["asyncio", "uvloop"],
         default="uvloop",
@@ -520,6 +586,8 @@ def main(argv: list[str] | None = None) -> int:
         parser.error(f"between 1 and {MAX_SESSIONS} sessions")
     if args.warmup is not None and not 0 <= args.warmup < args.minutes * 60:
         parser.error("--warmup must be at least 0 and shorter than the run")
+    if not 0 <= args.churn <= 1:
+        parser.error("--churn must be between 0 and 1")
     if not 0 < args.minutes <= MAX_MINUTES:
         parser.error(f"--minutes must be in (0, {MAX_MINUTES:g}]")
     if args.url and urlsplit(args.url).hostname not in ("127.0.0.1", "localhost", "::1"):

@@ -31,13 +31,15 @@ def test_a_small_load_run_reports_every_session_without_error(tmp_path: Path) ->
     out = tmp_path / "load.json"
     done = run_load(
         *("--text-sessions", "4", "--audio-sessions", "2", "--minutes", "0.15"),
-        *("--ramp", "1", "--workers", "1", "--warmup", "2", "--json", str(out)),
+        *("--ramp", "1", "--workers", "1", "--warmup", "2", "--churn", "1", "--json", str(out)),
     )
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     report = json.loads(out.read_text())
     assert report["opened"] == 6
     assert report["errors"] == 0, report["error_samples"]
     assert report["turns"] >= 1
+    # Every turn dropped its connection mid-reply and resumed, with no gap or repeat.
+    assert report["resumes"] >= report["turns"]
     assert report["audio_frames_sent"] > 100
     assert report["audio_frames_received"] > 100
     assert report["workers_reported"] == 1
