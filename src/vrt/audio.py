@@ -59,7 +59,7 @@ def _decode_byte(code: int) -> int:
 _DECODE_LE: Final = tuple(
     _decode_byte(code).to_bytes(2, "little", signed=True) for code in range(256)
 )
-#: µ-law byte -> 16-bit sample, its square and its magnitude.
+#: µ-law byte -> 16-bit sample, and its square.
 _DECODE: Final = tuple(_decode_byte(code) for code in range(256))
 _SQUARE: Final = tuple(sample * sample for sample in _DECODE)
 
