@@ -352,20 +352,24 @@ class Connection:
         self, done: Callable[[Incoming], bool], timeout: float = 2.0, what: str = "a frame"
     ) -> list[Incoming]:
         """Frames up to and including the first for which ``done`` is true."""
-        loop = asyncio.get_running_loop()
-        deadline = loop.time() + timeout
+        deadline = asyncio.get_running_loop().time() + timeout
         items: list[Incoming] = []
         while True:
-            remaining = deadline - loop.time()
-            if remaining <= 0:
-                raise NoFrame(f"no {what} within {timeout:g} s")
-            try:
-                item = await self.recv(remaining, what)
-            except NoFrame:
-                raise NoFrame(f"no {what} within {timeout:g} s") from None
+            item = await self._recv_by(deadline, timeout, what)
             items.append(item)
             if done(item):
                 return items
+
+    async def _recv_by(self, deadline: float, timeout: float, what: str) -> Incoming:
+        """The next frame, before the loop time ``deadline`` (``timeout`` after the
+        caller began waiting, for the message)."""
+        remaining = deadline - asyncio.get_running_loop().time()
+        if remaining <= 0:
+            raise NoFrame(f"no {what} within {timeout:g} s")
+        try:
+            return await self.recv(remaining, what)
+        except NoFrame:
+            raise NoFrame(f"no {what} within {timeout:g} s") from None
 
     async def expect(
         self,
@@ -382,16 +386,9 @@ class Connection:
         """
         wanted = {types} if isinstance(types, str) else set(types)
         what = " or ".join(sorted(wanted))
-        loop = asyncio.get_running_loop()
-        deadline = loop.time() + timeout
+        deadline = asyncio.get_running_loop().time() + timeout
         while True:
-            remaining = deadline - loop.time()
-            if remaining <= 0:
-                raise NoFrame(f"no {what} within {timeout:g} s")
-            try:
-                item = await self.recv(remaining, what)
-            except NoFrame:
-                raise NoFrame(f"no {what} within {timeout:g} s") from None
+            item = await self._recv_by(deadline, timeout, what)
             if item.type in wanted and (where is None or where(item)):
                 return item
             if skip is not None and item.type not in skip:
