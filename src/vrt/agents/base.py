@@ -15,7 +15,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections import deque
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable
 from dataclasses import dataclass
 from typing import Any, Final, Protocol, TypeAlias, runtime_checkable
 
@@ -182,13 +182,16 @@ class AgentSession:
             raise RuntimeError("this session already has a listener")
         self._handler = handler
         try:
-            self._handle_queued()
+            self._handle(())
             await asyncio.get_running_loop().create_future()  # until cancelled
         finally:
             self._handler = None
 
     def deliver(self, events: list[AgentInput]) -> None:
         """Hand the session's events to the agent (the server's driver calls this)."""
+        if self._handler is not None and not self._handling and not self._events:
+            self._handle(events)  # the listener's common case: no queue at all
+            return
         queue = self._events
         if queue is None:
             queue = self._events = deque()
@@ -199,23 +202,32 @@ class AgentSession:
                     continue
                 self._queued_audio += 1
             elif isinstance(event, ToolSettled):
-                waiting = self._waiting.pop(event.call_id, None)
-                if waiting is not None and not waiting.done():
-                    waiting.set_result(event)
+                self._settle(event)
             queue.append(event)
         if self._handler is not None:
-            self._handle_queued()
+            self._handle(())
             return
         wakeup = self._wakeup
         if wakeup is not None and not wakeup.done():
             wakeup.set_result(None)
 
-    def _handle_queued(self) -> None:
+    def _settle(self, event: ToolSettled) -> None:
+        waiting = self._waiting.pop(event.call_id, None)
+        if waiting is not None and not waiting.done():
+            waiting.set_result(event)
+
+    def _handle(self, events: Iterable[AgentInput]) -> None:
+        """Call the listener for ``events``, then for whatever was queued meanwhile (its
+        own calls can cause events: they wait for it to return)."""
         handler = self._handler
         if handler is None or self._handling:
             return  # a call in progress takes what was queued meanwhile when it returns
         self._handling = True
         try:
+            for event in events:
+                if isinstance(event, ToolSettled):
+                    self._settle(event)
+                handler(event)
             while self._events:
                 handler(self._pop())
             self._events = None
