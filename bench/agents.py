@@ -25,10 +25,10 @@ import asyncio
 from collections.abc import Awaitable, Callable
 from typing import Any
 
+from vrt.agents import AgentInput, AudioReceived, ResponseInterrupted, UserTextReceived
 from vrt.agents.base import Agent, AgentSession, AudioItem, SessionInfo, Turn
 from vrt.agents.scripted import ScriptedAgent
 from vrt.protocol.messages import PCM16_24K, Format
-from vrt.protocol.server import AgentInput, AudioReceived, ResponseInterrupted, UserTextReceived
 
 __all__ = ["BenchAudioAgent", "WaitWritable", "bench_agent_factory"]
 

@@ -3,9 +3,9 @@ input the server delivered to it."""
 
 from __future__ import annotations
 
+from vrt.agents import AgentInput, ToolSettled, UserTextReceived
 from vrt.agents.base import AgentSession
 from vrt.agents.scripted import ScriptedAgent
-from vrt.protocol.server import AgentInput, ToolSettled, UserTextReceived
 
 __all__ = ["RecordingAgent"]
 

@@ -16,12 +16,19 @@ from typing import Final
 from .base import (
     Agent,
     AgentFactory,
+    AgentInput,
     AgentSession,
     AgentSetupError,
     AudioItem,
+    AudioReceived,
+    ContextChanged,
+    PlaybackReported,
+    ResponseInterrupted,
     SessionInfo,
     ToolCallHandle,
+    ToolSettled,
     Turn,
+    UserTextReceived,
 )
 
 __all__ = [
@@ -29,12 +36,19 @@ __all__ = [
     "DEFAULT_AGENT",
     "Agent",
     "AgentFactory",
+    "AgentInput",
     "AgentSession",
     "AgentSetupError",
     "AudioItem",
+    "AudioReceived",
+    "ContextChanged",
+    "PlaybackReported",
+    "ResponseInterrupted",
     "SessionInfo",
     "ToolCallHandle",
+    "ToolSettled",
     "Turn",
+    "UserTextReceived",
     "load_agent",
 ]
 

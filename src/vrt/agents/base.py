@@ -20,18 +20,34 @@ from dataclasses import dataclass
 from typing import Any, Final, Protocol, TypeAlias, runtime_checkable
 
 from ..protocol.messages import FailureCode, Format, Tool, TurnStateName
-from ..protocol.server import AgentInput, AudioReceived, ServerSession, ToolSettled
+from ..protocol.server import (
+    AgentInput,
+    AudioReceived,
+    ContextChanged,
+    PlaybackReported,
+    ResponseInterrupted,
+    ServerSession,
+    ToolSettled,
+    UserTextReceived,
+)
 
 __all__ = [
     "MAX_QUEUED_AUDIO",
     "Agent",
     "AgentFactory",
+    "AgentInput",
     "AgentSession",
     "AgentSetupError",
     "AudioItem",
+    "AudioReceived",
+    "ContextChanged",
+    "PlaybackReported",
+    "ResponseInterrupted",
     "SessionInfo",
     "ToolCallHandle",
+    "ToolSettled",
     "Turn",
+    "UserTextReceived",
 ]
 
 

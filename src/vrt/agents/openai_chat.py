@@ -63,8 +63,18 @@ from typing import TYPE_CHECKING, Any, Final
 from urllib.parse import urlsplit
 
 from ..protocol.messages import PCM16_24K, UNSET, Format, Tool
-from ..protocol.server import ContextChanged, ResponseInterrupted, ToolSettled, UserTextReceived
-from .base import AgentFactory, AgentSession, AgentSetupError, SessionInfo, ToolCallHandle, Turn
+from .base import (
+    AgentFactory,
+    AgentSession,
+    AgentSetupError,
+    ContextChanged,
+    ResponseInterrupted,
+    SessionInfo,
+    ToolCallHandle,
+    ToolSettled,
+    Turn,
+    UserTextReceived,
+)
 
 if TYPE_CHECKING:
     import httpx

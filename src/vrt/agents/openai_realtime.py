@@ -70,23 +70,21 @@ import websockets
 from websockets.asyncio.client import ClientConnection, connect
 
 from ..protocol.messages import PCM16_24K, UNSET, Format
-from ..protocol.server import (
+from .base import (
+    AgentFactory,
     AgentInput,
+    AgentSession,
+    AgentSetupError,
+    AudioItem,
     AudioReceived,
     ContextChanged,
     PlaybackReported,
     ResponseInterrupted,
-    ToolSettled,
-    UserTextReceived,
-)
-from .base import (
-    AgentFactory,
-    AgentSession,
-    AgentSetupError,
-    AudioItem,
     SessionInfo,
     ToolCallHandle,
+    ToolSettled,
     Turn,
+    UserTextReceived,
 )
 
 __all__ = [

@@ -112,16 +112,21 @@ from typing import Any, Final
 
 from ..audio import EnergyVad, frame_bytes, tone
 from ..protocol.messages import PCM16_24K, Format
-from ..protocol.server import (
+from .base import (
+    AgentFactory,
     AgentInput,
+    AgentSession,
+    AgentSetupError,
+    AudioItem,
     AudioReceived,
     ContextChanged,
     PlaybackReported,
     ResponseInterrupted,
+    SessionInfo,
     ToolSettled,
+    Turn,
     UserTextReceived,
 )
-from .base import AgentFactory, AgentSession, AgentSetupError, AudioItem, SessionInfo, Turn
 
 __all__ = ["SCRIPTED_FORMATS", "ScriptedAgent", "echo", "scripted_agent"]
 

@@ -1,5 +1,6 @@
 """The asyncio vRT server around the sans-I/O core (``vrt.protocol.server``)."""
 
+from ..protocol.server import ServerConfig
 from .app import VrtServer
 from .auth import Authenticator, TokenAuthenticator, parse_token_spec
 from .store import MemorySessionStore, SessionStore
@@ -7,6 +8,7 @@ from .store import MemorySessionStore, SessionStore
 __all__ = [
     "Authenticator",
     "MemorySessionStore",
+    "ServerConfig",
     "SessionStore",
     "TokenAuthenticator",
     "VrtServer",
