@@ -42,14 +42,8 @@ from vrt.protocol.messages import (
     TurnState,
     UserText,
 )
-from vrt.protocol.server import (
-    Close,
-    SendBinary,
-    SendText,
-    ServerConfig,
-    ServerConnection,
-    ServerSession,
-)
+from vrt.protocol.outputs import Close, SendBinary, SendText
+from vrt.protocol.server import ServerConfig, ServerConnection, ServerSession
 
 TOOL_STREAM = "tool-stream-v1"
 PCMU = Format(encoding="pcmu", sample_rate=8000)

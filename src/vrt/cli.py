@@ -179,13 +179,15 @@ def serve(
     if max_sessions is not None and max_sessions < 1:
         raise _fail("--max-sessions must be at least 1")
     config = ServerConfig(
-        heartbeat_timeout=heartbeat_timeout, tool_timeout=tool_timeout, max_unacked=max_unacked
+        heartbeat_timeout=heartbeat_timeout,
+        resume_window=resume_window,
+        tool_timeout=tool_timeout,
+        max_unacked=max_unacked,
     )
     server = VrtServer(
         factory,
         authenticator=authenticator,
         config=config,
-        resume_window=resume_window,
         ssl_context=context,
         allowed_origins=allowed_origin,
         max_sessions=max_sessions,

@@ -47,13 +47,13 @@ async def settle() -> None:
 
 async def test_listen_hands_over_what_was_queued_first_then_each_event_as_it_comes() -> None:
     session = seam()
-    session.deliver([UserTextReceived("before"), ContextChanged(1)])
+    session.deliver([UserTextReceived(text="before"), ContextChanged(context=1)])
     seen: list[AgentInput] = []
     task = asyncio.create_task(session.listen(seen.append))
     await settle()
-    assert seen == [UserTextReceived("before"), ContextChanged(1)]
-    session.deliver([UserTextReceived("after")])
-    assert seen[-1] == UserTextReceived("after")  # during deliver, no wake-up needed
+    assert seen == [UserTextReceived(text="before"), ContextChanged(context=1)]
+    session.deliver([UserTextReceived(text="after")])
+    assert seen[-1] == UserTextReceived(text="after")  # during deliver, no wake-up needed
     task.cancel()
     with pytest.raises(asyncio.CancelledError):
         await task
@@ -68,12 +68,12 @@ async def test_listen_is_never_reentered() -> None:
         assert isinstance(event, UserTextReceived)
         order.append(f"begin {event.text}")
         if event.text == "first":
-            session.deliver([UserTextReceived("caused")])
+            session.deliver([UserTextReceived(text="caused")])
         order.append(f"end {event.text}")
 
     task = asyncio.create_task(session.listen(handler))
     await settle()
-    session.deliver([UserTextReceived("first"), UserTextReceived("second")])
+    session.deliver([UserTextReceived(text="first"), UserTextReceived(text="second")])
     assert order == [
         "begin first",
         "end first",
@@ -94,7 +94,7 @@ async def test_a_listener_that_raises_fails_the_session_through_on_failure() -> 
 
     task = asyncio.create_task(session.listen(handler))
     await settle()
-    session.deliver([UserTextReceived("a"), UserTextReceived("b")])
+    session.deliver([UserTextReceived(text="a"), UserTextReceived(text="b")])
     assert [str(e) for e in failures] == ["broken agent"]  # once: the rest is dropped
     task.cancel()
 
@@ -110,8 +110,8 @@ async def test_one_listener_per_session() -> None:
 
 async def test_unread_audio_is_bounded_and_control_events_are_not() -> None:
     session = seam()
-    audio = [AudioReceived(b"\x00\x00", n) for n in range(MAX_QUEUED_AUDIO + 3)]
-    texts = [UserTextReceived(str(n)) for n in range(2 * MAX_QUEUED_AUDIO)]
+    audio = [AudioReceived(payload=b"\x00\x00", seq=n) for n in range(MAX_QUEUED_AUDIO + 3)]
+    texts = [UserTextReceived(text=str(n)) for n in range(2 * MAX_QUEUED_AUDIO)]
     session.deliver([*audio, *texts])
     assert session.dropped_audio == 3
     got = [await session.next_event() for _ in range(MAX_QUEUED_AUDIO + len(texts))]

@@ -15,7 +15,7 @@ import json
 import struct
 from collections import Counter
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Literal, Protocol, TypeAlias, TypeVar
 from urllib.parse import urlsplit
 
@@ -109,8 +109,7 @@ async def make_server() -> AsyncIterator[ServerFactory]:
 
         server = VrtServer(
             factory,
-            config=config or ServerConfig(),
-            resume_window=resume_window,
+            config=replace(config or ServerConfig(), resume_window=resume_window),
             authenticator=authenticator,
         )
         await server.start("127.0.0.1", 0)

@@ -213,12 +213,16 @@ async def test_events_are_shown(vrt_url: str) -> None:
         message = ToolStream(
             call_id="c1", name="add", turn_id="t1", epoch=1, phase=phase, **members
         )
-        return ToolStreamUpdate("c1", "add", "t1", 1, phase, message)
+        return ToolStreamUpdate(
+            call_id="c1", name="add", turn_id="t1", epoch=1, phase=phase, message=message
+        )
 
     events: list[Event] = [
         Disconnected(None, "connection lost", True),
-        Connected("s1", True, PCM16_24K, PCM16_24K, ()),
-        ErrorReceived("AGENT_ERROR", "scripted [error]", True),
+        Connected(
+            session_id="s1", resumed=True, input=PCM16_24K, output=PCM16_24K, capabilities=()
+        ),
+        ErrorReceived(code="AGENT_ERROR", message="scripted [error]", recoverable=True),
         stream("start"),
         stream("arguments-complete", arguments={"a": 1}),
         stream("progress", progress={"elapsedMs": 100}),

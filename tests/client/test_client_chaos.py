@@ -132,8 +132,8 @@ class Run:
             session = self.session()
             return (
                 len(agent.texts) == self.texts
-                and session.state.turn is None
-                and not session.state.calls
+                and session.record.turn is None
+                and not session.record.calls
                 and session.incoming.last_seq == client.core.outgoing.last_seq
                 and client.core.incoming.last_seq == session.outgoing.last_seq
                 and self.kit.active == 0

@@ -549,7 +549,7 @@ class TestSection6_2:
         stop = await recorder.next_of(PlaybackStop)
         interrupted = await recorder.next_of(InterruptedEpoch)
         assert stop.epoch == closed
-        assert interrupted == InterruptedEpoch(closed, True)
+        assert interrupted == InterruptedEpoch(epoch=closed, local=True)
 
         await until(lambda: len(proxy.messages("c2s", type="interrupt")) == 1, "interrupt")
         assert seen_at_interrupt == [closed]
@@ -582,7 +582,7 @@ class TestSection6_2:
         epoch = client.core.observed_epoch
         await client.send_text("echo barge in")
         interrupted = await recorder.next_of(InterruptedEpoch)
-        assert interrupted == InterruptedEpoch(epoch, False)
+        assert interrupted == InterruptedEpoch(epoch=epoch, local=False)
         assert any(isinstance(e, PlaybackStop) and e.epoch == epoch for e in recorder.events)
         await recorder.next(is_text("in"))
         assert client.core.closed_epoch == epoch
@@ -709,7 +709,7 @@ class TestSection7:
         client, recorder = await connected(make_client, proxy.url, tools=kit.tools)
         session = vrt.server.session(client.session_id or "")
         assert session is not None
-        session.state.tools["ghost"] = Tool(name="ghost")  # the server believes in it
+        session.record.tools["ghost"] = Tool(name="ghost")  # the server believes in it
         await client.send_text("call ghost {}")
         await recorder.next(is_text("result error FAILED"))
         assert len(proxy.tool_calls()) == 1  # the server did call it

@@ -136,7 +136,9 @@ class TestInterruptWhileCallRuns:
         await recorder.next(lambda e: isinstance(e, TurnChanged) and e.state == "acting")
         closed = await client.interrupt("keyboard")
         assert closed == client.core.observed_epoch
-        assert await recorder.next_of(InterruptedEpoch) == InterruptedEpoch(closed, True)
+        assert await recorder.next_of(InterruptedEpoch) == InterruptedEpoch(
+            epoch=closed, local=True
+        )
         mark = len(recorder.events)
         proxy.links[0].s2c_flowing.set()
         await until(lambda: len(proxy.tool_calls()) == 3, "the late calls")

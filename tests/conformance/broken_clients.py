@@ -21,6 +21,7 @@ from vrt.conformance.reference_client import Player, ReferenceClient, Settings
 from vrt.protocol.client import ClientSession, RunTool
 from vrt.protocol.messages import FailureCode, Playback, ToolCall, ToolResult, UserText
 from vrt.protocol.streams import IncomingStream, OutgoingStream
+from vrt.protocol.tables import ClientInput
 
 
 class NoEpochGate(ClientSession):
@@ -50,7 +51,7 @@ class AnswersTwice(ClientSession):
                 if ok
                 else ToolResult.failure(call.call_id, call.epoch, code or "FAILED", message)
             )
-            self._send(again, now)
+            self._input(ClientInput.SEND, again, now)
         return sent
 
 
@@ -67,11 +68,11 @@ class NoDedupe(ClientSession):
         super().__init__(**kwargs)
         self.incoming = _EveryMessageIsNew()
 
-    def _tool_call(self, call: ToolCall, now: float) -> None:
+    def _on_tool_call(self, call: ToolCall, now: float) -> None:
         if self._is_closed(call.epoch):
             self._answer_interrupted(call, now)
             return
-        self._calls.queue.append(call)
+        self._calls.enqueue(call)
         self._next_call(now)
 
     def _answer(
@@ -84,7 +85,7 @@ class NoDedupe(ClientSession):
         code: FailureCode | None = None,
         message: str | None = None,
     ) -> bool:
-        self._calls.answered.discard(call.call_id)
+        self._calls._answered.pop(call.call_id, None)
         return super()._answer(call, ok, now, output=output, code=code, message=message)
 
 
@@ -96,9 +97,7 @@ class Concurrent(ClientSession):
         self._many: dict[str, ToolCall] = {}
 
     def _next_call(self, now: float) -> None:
-        calls = self._calls
-        while calls.queue:
-            call = calls.queue.popleft()
+        while (call := self._calls.next()) is not None:
             if self._is_closed(call.epoch):
                 self._answer_interrupted(call, now)
             elif call.name not in self.tools:
@@ -106,7 +105,13 @@ class Concurrent(ClientSession):
             else:
                 self._many[call.call_id] = call
                 self._events.append(
-                    RunTool(call.call_id, call.name, call.arguments, call.turn_id, call.epoch)
+                    RunTool(
+                        call_id=call.call_id,
+                        name=call.name,
+                        arguments=call.arguments,
+                        turn_id=call.turn_id,
+                        epoch=call.epoch,
+                    )
                 )
 
     def tool_finished(
@@ -155,7 +160,7 @@ class OverReports(ClientSession):
     """Reports playback as given, not capped at what was received."""
 
     def playback(self, item_id: str, played_ms: float, now: float) -> int:
-        self._send(Playback(item_id=item_id, played_ms=int(played_ms)), now)
+        self._input(ClientInput.SEND, Playback(item_id=item_id, played_ms=int(played_ms)), now)
         return int(played_ms)
 
 

@@ -15,11 +15,12 @@ from dataclasses import dataclass, field
 from typing import Any
 from unittest import mock
 
-import vrt.protocol.server as core
+import vrt.protocol.server.session as core
 from vrt.protocol import ids
 from vrt.protocol.errors import ErrorCode
-from vrt.protocol.messages import Error, Interrupt, Message, ToolCallDelta, ToolResult
+from vrt.protocol.messages import Error, Interrupt, ToolCallDelta, ToolResult
 from vrt.protocol.server import ServerSession
+from vrt.protocol.server.tools import ToolCalls
 from vrt.protocol.streams import IncomingStream, OutgoingStream
 from vrt.server import app
 from vrt.server.app import VrtServer
@@ -79,7 +80,7 @@ def _reused_ids() -> contextlib.AbstractContextManager[Any]:
     def new_id(prefix: str) -> str:
         return next(cycle) if prefix == "c_" else original(prefix)
 
-    return mock.patch("vrt.protocol.server.new_id", new_id)
+    return mock.patch("vrt.protocol.server.session.new_id", new_id)
 
 
 # --- 3. previews even with tool-stream-v1 (§7.4) --------------------------------------
@@ -89,7 +90,7 @@ class _PreviewAlways(ServerSession):
     """Sends tool.call.delta previews even when tool-stream-v1 is in effect."""
 
     def tool_arguments_delta(self, call_id: str, delta: str) -> bool:
-        call = self.state.calls.get(call_id)
+        call = self.record.calls.get(call_id)
         sent = super().tool_arguments_delta(call_id, delta)
         if sent and call is not None and self._tool_stream:
             self._send(
@@ -114,7 +115,7 @@ class _RevealingServer(VrtServer):
     ) -> None:
         session = await self.store.get(session_id)
         if session is not None and session.principal != principal:
-            connection.core._refuse(
+            connection.protocol._refuse(
                 ErrorCode.RESUME_FAILED, "the session belongs to another principal", 4404
             )
             self._pump(connection)
@@ -139,7 +140,7 @@ class _UnsequencedErrors(ServerSession):
     """Sends its errors with seq 0 even once the session is bound."""
 
     def send_error(self, code: str, message: str, recoverable: bool) -> None:
-        self._send_transient(Error(code=code, message=message, recoverable=recoverable))
+        self.send_transient(Error(code=code, message=message, recoverable=recoverable))
 
 
 # --- 7. a result taken for another call (§7.2) ----------------------------------------
@@ -148,9 +149,9 @@ class _UnsequencedErrors(ServerSession):
 class _ResultByName(ServerSession):
     """Takes a result with an unknown or settled callId for the oldest pending call."""
 
-    def _tool_result(self, result: ToolResult, now: float) -> None:
-        if result.call_id not in self.state.calls:
-            pending = [c for c in self.state.calls.values() if c.client]
+    def _on_tool_result(self, result: ToolResult, now: float) -> None:
+        if self.record.calls.get(result.call_id) is None:
+            pending = [c for c in self.record.calls if c.client]
             if pending:
                 result = ToolResult(
                     call_id=pending[0].call_id,
@@ -160,7 +161,7 @@ class _ResultByName(ServerSession):
                     code=result.code,
                     message=result.message,
                 )
-        super()._tool_result(result, now)
+        super()._on_tool_result(result, now)
 
 
 # --- 8. an interrupted epoch's calls kept open (§6.2, §7.5) ---------------------------
@@ -171,12 +172,11 @@ class _KeepsInterruptedCalls(ServerSession):
     still settles them (the closed epoch's call plays on)."""
 
     def _interrupt_in_flight(self, reason: str, *, tell_agent: bool = True) -> bool:
-        calls = dict(self.state.calls)
-        self.state.calls.clear()
+        calls, self.record.calls = self.record.calls, ToolCalls()
         try:
             return super()._interrupt_in_flight(reason, tell_agent=tell_agent)
         finally:
-            self.state.calls.update(calls)
+            self.record.calls = calls
 
 
 # --- 9. stale interrupts honoured (messages.md, §6.2) ---------------------------------
@@ -185,11 +185,8 @@ class _KeepsInterruptedCalls(ServerSession):
 class _StaleInterrupts(ServerSession):
     """Interrupts the response in flight whatever epoch the interrupt names."""
 
-    def _handle_sequenced(self, message: Message, now: float) -> None:
-        if isinstance(message, Interrupt):
-            self._interrupt_in_flight(message.reason)
-            return
-        super()._handle_sequenced(message, now)
+    def _on_interrupt(self, message: Interrupt, now: float) -> None:
+        self._interrupt_in_flight(message.reason)
 
 
 VARIANTS: tuple[Variant, ...] = (

@@ -20,12 +20,13 @@ from __future__ import annotations
 import asyncio
 import contextlib
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, TypeVar
 
 from support.recording import RecordingAgent
 from vrt.agents.base import SessionInfo
 from vrt.client import ClientTool, Event, SessionClosed, ToolContext, VrtClient, tool
+from vrt.protocol.codec import Decoded, Invalid, decode_server
 from vrt.protocol.messages import Interrupted, Message
 from vrt.protocol.server import ServerConfig, ServerSession
 from vrt.protocol.streams import OutgoingStream
@@ -78,23 +79,25 @@ def instrument_server_session(session: ServerSession) -> ServerRecord:
     if session.outgoing.last_seq or session.incoming.last_seq:
         raise AssertionError("the session was instrumented too late")
     session.outgoing = RecordingOutgoing(session.outgoing.max_kept, record.sent, record._on_send)
-    handle = session._handle_sequenced
+    receive = session.receive_sequenced
 
-    def handled(message: Message, now: float) -> None:
-        record.handled.append((session.incoming.last_seq, message))
-        handle(message, now)
+    def handled(decoded: Decoded[Any], now: float) -> None:
+        before = session.incoming.last_seq
+        receive(decoded, now)
+        if session.incoming.last_seq != before:  # new, so handled (§4.3)
+            record.handled.append((session.incoming.last_seq, decoded.message))
 
     send_audio = session.send_audio
 
     def sent_audio(item_id: str, payload: bytes, duration_ms: float | None = None) -> bool:
-        connected = session._out is not None
+        connected = session.status == "connected"
         sent = send_audio(item_id, payload, duration_ms)
-        item = session.state.items.get(item_id)
+        item = session.record.items.get(item_id)
         if sent and connected and item is not None:
             record.audio.append((item_id, item.epoch, record.closed_epoch))
         return sent
 
-    setattr(session, "_handle_sequenced", handled)  # noqa: B010 - instrumentation
+    setattr(session, "receive_sequenced", handled)  # noqa: B010 - instrumentation
     setattr(session, "send_audio", sent_audio)  # noqa: B010 - instrumentation
     return record
 
@@ -153,7 +156,8 @@ async def start_live_server(
         return agent
 
     store = RecordingStore()
-    server = VrtServer(factory, config=config, resume_window=resume_window, store=store, **options)
+    config = replace(config or ServerConfig(), resume_window=resume_window)
+    server = VrtServer(factory, config=config, store=store, **options)
     await server.start("127.0.0.1", 0)
     return LiveServer(server, store, agents)
 
@@ -174,13 +178,17 @@ def instrument_client(client: VrtClient) -> ClientRecord:
     if core.outgoing.last_seq:
         raise AssertionError("instrument the client before it sends anything")
     core.outgoing = RecordingOutgoing(core.outgoing.max_kept, record.sent)
-    handle = core._handle_sequenced
+    receive = core.receive_text
 
-    def handled(message: Message, now: float) -> None:
-        record.handled.append((core.incoming.last_seq, message))
-        handle(message, now)
+    def handled(data: bytes | str, now: float) -> None:
+        before = core.incoming.last_seq
+        receive(data, now)
+        if core.incoming.last_seq != before:  # new, so handled (§4.3)
+            decoded = decode_server(data)
+            assert not isinstance(decoded, Invalid)
+            record.handled.append((core.incoming.last_seq, decoded.message))
 
-    setattr(core, "_handle_sequenced", handled)  # noqa: B010 - instrumentation
+    setattr(core, "receive_text", handled)  # noqa: B010 - instrumentation
     return record
 
 

@@ -212,18 +212,18 @@ class Run:
         if session is None:
             raise AssertionError("the server no longer has the session")
         agent = self.server.agent(core.session_id)
-        turn = session.state.turn
+        turn = session.record.turn
         texts = sum(1 for e in agent.inputs if isinstance(e, UserTextReceived))
         return (
             self.client.connected
             and texts == self.texts
             and (turn is None or (not final and turn.state == "listening"))
-            and not session.state.calls
+            and not session.record.calls
             and session.incoming.last_seq == core.outgoing.last_seq
             and core.incoming.last_seq == session.outgoing.last_seq
             and self.kit.active == 0
             and core._calls.running is None
-            and not core._calls.queue
+            and not core._calls.queued
         )
 
     async def settle(self, *, final: bool = False) -> None:

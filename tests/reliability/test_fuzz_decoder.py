@@ -47,9 +47,9 @@ from vrt.protocol.messages import (
     TurnState,
     UserText,
 )
+from vrt.protocol.outputs import SendText
 from vrt.protocol.schemas import Sender
 from vrt.protocol.server import (
-    SendText,
     ServerConfig,
     ServerConnection,
     ServerSession,
@@ -301,7 +301,7 @@ def server_core(frames: list[tuple[bool, bytes]]) -> None:
     # Still works: the next text is handled.
     seq = session.incoming.last_seq + 1
     connection.receive_text(encode(UserText(text="still here"), seq), 1e6)
-    assert UserTextReceived("still here") in session.take_events()
+    assert UserTextReceived(text="still here") in session.take_events()
 
 
 def client_core(frames: list[tuple[bool, bytes]]) -> None:

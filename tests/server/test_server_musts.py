@@ -710,7 +710,7 @@ class TestSection5_4Resume:
         client.abort()
         session = server.session(ready.session_id)
         await eventually(lambda: session.status == "parked")
-        assert start.item_id in session.state.items
+        assert start.item_id in session.record.items
         await asyncio.sleep(0.1)  # frames of the item are lost while parked; the turn goes on
         again, _ = await open_session(
             server.url, sessionId=ready.session_id, resumeFrom=client.last_seq
@@ -1380,7 +1380,7 @@ class TestSection8Audio:
         audio = [e for e in got if isinstance(e, AudioReceived)]
         assert len(audio) == MAX_QUEUED_AUDIO
         assert [e.seq for e in audio[:3]] == [0, 1, 2]  # the oldest are kept, in order
-        assert got[-1] == UserTextReceived("still here")
+        assert got[-1] == UserTextReceived(text="still here")
         await client.send(frames[0])  # read: room again
         await client.barrier()
         assert isinstance(await session.next_event(), AudioReceived)

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Awaitable, Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Protocol, TypeVar
 
 from vrt.agents.base import AgentFactory, SessionInfo
@@ -100,8 +100,7 @@ async def start_server(
     server = VrtServer(
         agent_factory or scripted,
         authenticator=authenticator,
-        config=config,
-        resume_window=resume_window,
+        config=replace(config or ServerConfig(), resume_window=resume_window),
         **options,
     )
     url = await server.start("127.0.0.1", 0)

@@ -98,12 +98,12 @@ class AgentSession:
 
     def __init__(
         self,
-        core: ServerSession,
+        session: ServerSession,
         flush: Callable[[], None],
         clock: Callable[[], float],
         on_failure: Callable[[Exception], None] | None = None,
     ) -> None:
-        self._core = core
+        self._session = session
         self._flush = flush
         self._clock = clock
         self._on_failure = on_failure
@@ -122,38 +122,38 @@ class AgentSession:
 
     @property
     def session_id(self) -> str:
-        return self._core.session_id
+        return self._session.session_id
 
     @property
     def principal(self) -> str | None:
-        return self._core.principal
+        return self._session.principal
 
     @property
     def input_format(self) -> Format:
-        return self._core.state.input
+        return self._session.record.input
 
     @property
     def output_format(self) -> Format:
-        return self._core.state.output
+        return self._session.record.output
 
     @property
     def capabilities(self) -> tuple[str, ...]:
-        return self._core.capabilities
+        return self._session.capabilities
 
     @property
     def tools(self) -> dict[str, Tool]:
         """The tools the client hosts, by name."""
-        return self._core.tools
+        return self._session.tools
 
     @property
     def context(self) -> Any:
         """The application context: data, never instructions (§5.5, §10)."""
-        return self._core.context
+        return self._session.context
 
     @property
     def turn(self) -> Turn | None:
         """The turn in progress, if any."""
-        turn_id = self._core.turn_id
+        turn_id = self._session.turn_id
         return Turn(self, turn_id) if turn_id is not None else None
 
     def now(self) -> float:
@@ -269,38 +269,38 @@ class AgentSession:
 
     def begin_turn(self, state: TurnStateName = "thinking") -> Turn:
         """Start a turn (a new epoch, §6.1); a turn still in progress ends first."""
-        turn_id = self._core.begin_turn(state)
+        turn_id = self._session.begin_turn(state)
         self._flush()
         return Turn(self, turn_id)
 
     def user_started_speaking(self) -> Turn:
         """Speech detected: the response in flight is interrupted (§6.2) and a
         ``listening`` turn begins (or continues)."""
-        turn_id = self._core.user_started_speaking()
+        turn_id = self._session.user_started_speaking()
         self._flush()
         return Turn(self, turn_id)
 
     def interrupt(self) -> bool:
         """Interrupt the response in flight on the agent's own initiative (§6.2)."""
-        done = self._core.interrupt_response("server")
+        done = self._session.interrupt_response("server")
         self._flush()
         return done
 
     def user_transcript(self, text: str, *, final: bool = True, item_id: str | None = None) -> None:
-        turn = self._core.turn_id
-        self._core.send_transcript("user", text, final=final, item_id=item_id, turn_id=turn)
+        turn = self._session.turn_id
+        self._session.send_transcript("user", text, final=final, item_id=item_id, turn_id=turn)
         self._flush()
 
     def error(self, message: str, *, recoverable: bool = True) -> None:
         """Report ``AGENT_ERROR`` (§9.2) to the client."""
-        self._core.agent_error(message, recoverable=recoverable)
+        self._session.agent_error(message, recoverable=recoverable)
         self._flush()
 
     def close(self, message: str) -> None:
         """End the session for good: ``AGENT_ERROR`` (not recoverable), then close 1000
         (§5.6). The agent's ``run`` is cancelled."""
-        self._core.agent_error(message, recoverable=False)
-        self._core.close(message)
+        self._session.agent_error(message, recoverable=False)
+        self._session.close(message)
         self._flush()
 
 
@@ -314,27 +314,29 @@ class Turn:
 
     @property
     def active(self) -> bool:
-        return self.session._core.turn_id == self.id
+        return self.session._session.turn_id == self.id
 
     def _done(self, result: bool) -> bool:
         self.session._flush()
         return result
 
     def state(self, state: TurnStateName) -> bool:
-        return self._done(self.session._core.set_state(self.id, state))
+        return self._done(self.session._session.set_state(self.id, state))
 
     def text(self, chunk: str) -> bool:
-        return self._done(self.session._core.send_text(self.id, chunk))
+        return self._done(self.session._session.send_text(self.id, chunk))
 
     def transcript(self, text: str, *, final: bool = True, item_id: str | None = None) -> bool:
-        core = self.session._core
+        server_session = self.session._session
         return self._done(
-            core.send_transcript("agent", text, final=final, item_id=item_id, turn_id=self.id)
+            server_session.send_transcript(
+                "agent", text, final=final, item_id=item_id, turn_id=self.id
+            )
         )
 
     def audio(self, item_id: str | None = None) -> AudioItem | None:
         """Begin an output audio item (``audio.start``, §8.3)."""
-        started = self.session._core.start_audio(self.id, item_id)
+        started = self.session._session.start_audio(self.id, item_id)
         self.session._flush()
         return AudioItem(self.session, started) if started is not None else None
 
@@ -343,8 +345,8 @@ class Turn:
     ) -> ToolCallHandle | None:
         """Begin a tool call whose arguments will stream; None when the turn is over or
         the client does not host ``name`` (for a client tool)."""
-        core = self.session._core
-        call_id = core.start_tool_call(
+        server_session = self.session._session
+        call_id = server_session.start_tool_call(
             self.id, name, provider_id=provider_id, server_side=server_side
         )
         self.session._flush()
@@ -362,7 +364,7 @@ class Turn:
 
     def end(self) -> bool:
         """The turn is done (``turn.state idle``)."""
-        return self._done(self.session._core.end_turn(self.id))
+        return self._done(self.session._session.end_turn(self.id))
 
 
 @dataclass(frozen=True, slots=True)
@@ -373,7 +375,7 @@ class AudioItem:
     def write(self, payload: bytes, duration_ms: float | None = None) -> bool:
         """One output frame in the session's output format; False once the turn is over.
         While the client is disconnected frames are lost (§5.4) but True: the turn goes on."""
-        sent = self.session._core.send_audio(self.id, payload, duration_ms)
+        sent = self.session._session.send_audio(self.id, payload, duration_ms)
         self.session._flush()
         return sent
 
@@ -385,8 +387,8 @@ class ToolCallHandle:
 
     def delta(self, fragment: str) -> bool:
         """The next fragment of the arguments' JSON text (§7.4, §7.5)."""
-        core = self.session._core
-        return self._done(core.tool_arguments_delta(self.call_id, fragment))
+        server_session = self.session._session
+        return self._done(server_session.tool_arguments_delta(self.call_id, fragment))
 
     def issue(self, arguments: Any) -> asyncio.Future[ToolSettled]:
         """The arguments are complete: a client tool is called, and the future resolves
@@ -394,27 +396,29 @@ class ToolCallHandle:
         with ok; report its end with :meth:`settle`)."""
         session = self.session
         future: asyncio.Future[ToolSettled] = asyncio.get_running_loop().create_future()
-        issued = session._core.issue_tool_call(self.call_id, arguments, session.now())
+        issued = session._session.issue_tool_call(self.call_id, arguments, session.now())
         session._flush()
         if not issued:
             future.set_result(_not_called("", "", None, self.call_id))
-        elif session._core.is_client_call(self.call_id):
+        elif session._session.is_client_call(self.call_id):
             session._waiting[self.call_id] = future
         else:
-            future.set_result(ToolSettled(self.call_id, None, "", "", True, None, None, None))
+            future.set_result(
+                ToolSettled(call_id=self.call_id, provider_id=None, name="", turn_id="", ok=True)
+            )
         return future
 
     def progress(self, progress: Any) -> bool:
         """Progress of a running server tool (only visible with tool-stream-v1)."""
-        return self._done(self.session._core.tool_progress(self.call_id, progress))
+        return self._done(self.session._session.tool_progress(self.call_id, progress))
 
     def settle(self, ok: bool, code: FailureCode | None = None) -> bool:
         """A server tool finished; its output stays on the server (§7.5)."""
-        return self._done(self.session._core.settle_server_call(self.call_id, ok, code))
+        return self._done(self.session._session.settle_server_call(self.call_id, ok, code))
 
     def fail(self, message: str) -> bool:
         """The model stopped before completing the arguments (§7.5 ``failed``)."""
-        return self._done(self.session._core.fail_tool_call(self.call_id, message))
+        return self._done(self.session._session.fail_tool_call(self.call_id, message))
 
     def _done(self, result: bool) -> bool:
         self.session._flush()
@@ -423,5 +427,11 @@ class ToolCallHandle:
 
 def _not_called(name: str, turn_id: str, provider_id: str | None, call_id: str = "") -> ToolSettled:
     return ToolSettled(
-        call_id, provider_id, name, turn_id, False, None, "FAILED", "the call could not be made"
+        call_id=call_id,
+        provider_id=provider_id,
+        name=name,
+        turn_id=turn_id,
+        ok=False,
+        code="FAILED",
+        message="the call could not be made",
     )

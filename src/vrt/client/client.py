@@ -33,7 +33,7 @@ from ..protocol.client import (
     SessionFailed,
 )
 from ..protocol.messages import UNSET, Format, InterruptReason, UnsetType
-from ..protocol.server import Close, CloseCode, SendBinary, SendText
+from ..protocol.outputs import Close, CloseCode, SendBinary, SendText
 from .tools import ClientTool, ToolContext, ToolError
 
 __all__ = ["Disconnected", "Event", "SessionClosed", "VrtClient", "VrtError"]

@@ -157,6 +157,8 @@ class IncomingStream:
         self._last_seq = seq
         self._pending += 1
         self._schedule(now)
+        if self._pending >= ACK_AFTER_MESSAGES:
+            self._due_at = now  # §4.2: every 32 messages, whatever the delay
         return True
 
     def _schedule(self, now: float) -> None:
@@ -165,10 +167,6 @@ class IncomingStream:
 
     def ack_deadline(self) -> float | None:
         """When the next ``ack`` is due, or None when nothing waits for one."""
-        if self._due_at is None:
-            return None
-        if self._pending >= ACK_AFTER_MESSAGES:
-            return float("-inf")
         return self._due_at
 
     def take_ack(self, now: float) -> int | None:

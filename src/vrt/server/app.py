@@ -31,7 +31,7 @@ from ..protocol.messages import UNSET, Format, Hello
 from ..protocol.server import HelloReceived, ServerConfig, ServerSession
 from .auth import Authenticator
 from .store import MemorySessionStore, SessionStore
-from .websocket import ClientConnection
+from .websocket import ClientConnection, ConnectionHooks
 
 __all__ = ["VrtServer"]
 
@@ -57,9 +57,8 @@ class VrtServer:
     :param agent_factory: builds the agent of each new session (``SessionInfo`` in).
     :param authenticator: maps ``hello.auth`` to a principal, or None to refuse; without
         one the server does not authenticate and ignores ``auth`` (§5.3).
-    :param config: protocol settings and limits (``ServerConfig``); the input and
-        output formats come from each agent.
-    :param resume_window: seconds a parked session waits for a resume (§5.1).
+    :param config: protocol settings, deadlines (the resume window among them) and
+        limits (``ServerConfig``); the input and output formats come from each agent.
     :param allowed_origins: when given, a browser's ``Origin`` must be one of them
         (against cross-site WebSocket hijacking); requests without Origin pass.
     :param max_sessions: when given, a ``hello`` that would open a session beyond this
@@ -73,7 +72,6 @@ class VrtServer:
         *,
         authenticator: Authenticator | None = None,
         config: ServerConfig | None = None,
-        resume_window: float = 30.0,
         store: SessionStore | None = None,
         ssl_context: ssl.SSLContext | None = None,
         allowed_origins: Iterable[str] | None = None,
@@ -86,7 +84,6 @@ class VrtServer:
         self.max_sessions = max_sessions
         self.authenticator = authenticator
         self.config = config or ServerConfig()
-        self.resume_window = resume_window
         self.store: SessionStore = store if store is not None else MemorySessionStore()
         self.ssl_context = ssl_context
         self.allowed_origins = frozenset(allowed_origins) if allowed_origins else None
@@ -95,12 +92,16 @@ class VrtServer:
         # (messages.md).
         self.max_message_bytes = max_message_bytes or 4 * self.config.limits.max_frame_bytes
         self._server: asyncio.Server | None = None
+        self._hooks = ConnectionHooks(
+            opened=self._connections_add, pump=self._pump, closed=self._disconnected
+        )
         self._connections: set[ClientConnection] = set()
+        self._parked: dict[str, asyncio.TimerHandle] = {}
         self._bound: dict[str, ClientConnection] = {}
         self._agents: dict[str, _AgentHost] = {}
         self._sessions: dict[str, ServerSession] = {}
         self._opening: set[asyncio.Task[None]] = set()
-        self._flush_due: set[str] = set()
+        self._write_due_ids: set[str] = set()
         self._delivering: ServerSession | None = None
         self._starting = 0  # new sessions between their hello and their registration
         self._refused_full = 0  # refusals at the session limit since the last warning
@@ -182,38 +183,60 @@ class VrtServer:
             log.warning(
                 "a client put a credential in the URL; it is ignored: send it in hello.auth (§5.3)"
             )
-        return ClientConnection(self)
+        return ClientConnection(self.config, self.max_message_bytes, self._hooks)
 
-    def _connected(self, connection: ClientConnection) -> None:
+    def _connections_add(self, connection: ClientConnection) -> None:
         self._connections.add(connection)
 
     def _disconnected(self, connection: ClientConnection) -> None:
         self._connections.discard(connection)
-        core = connection.core
-        session = core.session
-        core.connection_lost(connection.loop.time())
+        protocol = connection.protocol
+        session = protocol.session
+        protocol.connection_lost(connection.loop.time())
         if session is not None and self._bound.get(session.session_id) is connection:
             del self._bound[session.session_id]
             if session.status == "parked":
-                connection.loop.call_later(self.resume_window, self._expire, session)
+                self._arm_parked(session)
 
-    def _expire(self, session: ServerSession) -> None:
+    # -- parked sessions: their timers (tool timeouts, the resume window) --
+
+    def _arm_parked(self, session: ServerSession) -> None:
+        """A parked session has no connection to carry its timer: it gets its own, for
+        its tool timeouts (§7.2) and the end of its resume window (§5.1)."""
+        deadline = session.timer_deadline()
+        if deadline is None:
+            return
         loop = asyncio.get_running_loop()
-        if session.expired(loop.time(), self.resume_window):
+        self._parked[session.session_id] = loop.call_at(deadline, self._parked_timer, session)
+
+    def _disarm_parked(self, session_id: str) -> None:
+        handle = self._parked.pop(session_id, None)
+        if handle is not None:
+            handle.cancel()
+
+    def _parked_timer(self, session: ServerSession) -> None:
+        self._parked.pop(session.session_id, None)
+        if session.status != "parked":
+            return
+        session.on_timer(asyncio.get_running_loop().time())
+        self._deliver(session)
+        if session.status == "closed":
             log.info("session %s expired", session.session_id)
             self._end_session(session, "resume window expired")
+        else:
+            self._arm_parked(session)
 
     def _pump(self, connection: ClientConnection) -> None:
         """After the core ran for ``connection``: start opening a hello, hand the
         session's events to its agent, write frames, re-arm the timer."""
-        core = connection.core
-        for event in core.take_events():
+        protocol = connection.protocol
+        for event in protocol.take_events():
             self._start_opening(connection, event)
-        session = core.session
+        session = protocol.session
         if session is not None:
             self._deliver(session)
-        connection.flush()
-        connection.arm()
+        connection.write_outbox()
+        connection.arm_timer()
         if session is not None and session.status == "closed":
             self._end_session(session, "session closed")
 
@@ -231,28 +254,31 @@ class VrtServer:
                 finally:
                     self._delivering = outer
 
-    def _flush_session_soon(self, session: ServerSession) -> None:
+    def _write_soon(self, session: ServerSession) -> None:
         """After the agent acted on ``session``: the first call of a step is written at
         once (no added latency); what follows in the same step leaves in one write
         when the step is done. While its events are being delivered, the write that
         follows the delivery takes it."""
-        if session.session_id in self._flush_due or session is self._delivering:
+        if session.session_id in self._write_due_ids or session is self._delivering:
             return
-        self._flush_session(session)
-        self._flush_due.add(session.session_id)
-        asyncio.get_running_loop().call_soon(self._flush_due_session, session)
+        self._write_session(session)
+        self._write_due_ids.add(session.session_id)
+        asyncio.get_running_loop().call_soon(self._write_due, session)
 
-    def _flush_due_session(self, session: ServerSession) -> None:
-        self._flush_due.discard(session.session_id)
-        self._flush_session(session)
+    def _write_due(self, session: ServerSession) -> None:
+        self._write_due_ids.discard(session.session_id)
+        self._write_session(session)
 
-    def _flush_session(self, session: ServerSession) -> None:
+    def _write_session(self, session: ServerSession) -> None:
         """Deliver the session's events, write its frames, re-arm its timer."""
         self._deliver(session)
         connection = self._bound.get(session.session_id)
         if connection is not None:
-            connection.flush()
-            connection.arm()
+            connection.write_outbox()
+            connection.arm_timer()
+        elif session.status == "parked":
+            self._disarm_parked(session.session_id)
+            self._arm_parked(session)  # the agent may have started a tool call
         if session.status == "closed":
             self._end_session(session, "session closed")
 
@@ -264,11 +290,10 @@ class VrtServer:
         task.add_done_callback(self._opening.discard)
 
     async def _open(self, connection: ClientConnection, hello: Hello) -> None:
-        core = connection.core
         try:
             principal = await self._authenticate(hello)
         except _Refused:
-            core.refuse_unauthorized()
+            connection.protocol.refuse_unauthorized()
             self._pump(connection)
             return
         if connection.closed:
@@ -296,22 +321,23 @@ class VrtServer:
         self, connection: ClientConnection, session_id: str, principal: str | None
     ) -> None:
         session = await self.store.get(session_id)
-        core = connection.core
+        protocol = connection.protocol
         if connection.closed:
             return
         if session is None or session.principal != principal or session.status == "closed":
-            core.refuse_resume()  # §5.3: a foreign session looks exactly like an unknown one
+            protocol.refuse_resume()  # §5.3: a foreign session looks exactly like an unknown one
             self._pump(connection)
             return
         previous = self._bound.get(session_id)
-        replaced = core.open(session, connection.loop.time())
-        if session.state.closed:  # the resume could not resend what the client missed
+        replaced = protocol.open(session, connection.loop.time())
+        if session.status == "closed":  # the resume could not resend what the client missed
             self._end_session(session, "resume failed")
             self._pump(connection)
             return
+        self._disarm_parked(session_id)
         self._bound[session_id] = connection
         if replaced is not None and previous is not None and previous is not connection:
-            previous.flush()
+            previous.write_outbox()
         self._pump(connection)
 
     async def _open_new(
@@ -328,7 +354,7 @@ class VrtServer:
             self._starting -= 1
 
     def _refuse_full(self, connection: ClientConnection, limit: int) -> None:
-        connection.core.refuse_start(
+        connection.protocol.refuse_start(
             f"the server is at its limit of {limit} sessions; try again later"
         )
         self._pump(connection)
@@ -343,7 +369,7 @@ class VrtServer:
     async def _start_session(
         self, connection: ClientConnection, hello: Hello, principal: str | None
     ) -> None:
-        core = connection.core
+        protocol = connection.protocol
         info = SessionInfo(
             principal=principal,
             tools=hello.tools if hello.tools is not UNSET else (),
@@ -357,7 +383,7 @@ class VrtServer:
             agent: Agent = await made if inspect.isawaitable(made) else made
         except Exception as exc:
             log.exception("the agent could not start")
-            core.refuse_start(f"the session could not start: {type(exc).__name__}")
+            protocol.refuse_start(f"the session could not start: {type(exc).__name__}")
             self._pump(connection)
             return
         if connection.closed:
@@ -375,13 +401,13 @@ class VrtServer:
         loop = connection.loop
         agent_session = AgentSession(
             session,
-            lambda: self._flush_session_soon(session),
+            lambda: self._write_soon(session),
             loop.time,
             lambda exc: self._agent_failed(session, exc),
         )
         task = loop.create_task(self._run_agent(agent, agent_session, session))
         self._agents[session.session_id] = _AgentHost(agent_session, task)
-        core.open(session, loop.time())
+        protocol.open(session, loop.time())
         log.info("session %s opened", session.session_id)
         self._pump(connection)
 
@@ -398,22 +424,23 @@ class VrtServer:
     def _agent_failed(self, session: ServerSession, exc: Exception) -> None:
         """The agent raised (from ``run`` or a listener): AGENT_ERROR, not recoverable,
         and the session closes (§9.2)."""
-        if session.state.closed:  # the agent closed its session, then stopped
+        if session.status == "closed":  # the agent closed its session, then stopped
             log.info("the agent of session %s stopped: %s", session.session_id, exc)
             return
         log.error("the agent of session %s failed", session.session_id, exc_info=exc)
         session.agent_error(f"the agent failed: {type(exc).__name__}", recoverable=False)
         session.close("agent failed")
-        self._flush_session(session)
+        self._write_session(session)
 
     def _end_session(self, session: ServerSession, reason: str, code: int = 1000) -> None:
         session_id = session.session_id
         if self._sessions.pop(session_id, None) is None:
             return
         session.close(reason, code)
+        self._disarm_parked(session_id)
         connection = self._bound.pop(session_id, None)
         if connection is not None:
-            connection.flush()
+            connection.write_outbox()
         host = self._agents.pop(session_id, None)
         if host is not None and host.task is not asyncio.current_task():
             host.task.cancel()

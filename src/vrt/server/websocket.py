@@ -5,6 +5,9 @@ otherwise do for us: it joins fragmented messages, bounds their size (close 1009
 checks that text is UTF-8 (close 1007, messages.md), answers pings itself so that
 they count as frames for the heartbeat (§4.4) and completes the close handshake.
 It never decides protocol behaviour: that is :class:`~vrt.protocol.server.ServerConnection`.
+
+The server that owns the connections is reached only through :class:`ConnectionHooks`,
+so this module does not know the application around it.
 """
 
 from __future__ import annotations
@@ -12,16 +15,16 @@ from __future__ import annotations
 import asyncio
 import logging
 import struct
-from typing import TYPE_CHECKING, Final, cast
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Final, cast
 
 from picows import WSCloseCode, WSFrame, WSListener, WSMsgType, WSTransport
 
-from ..protocol.server import Close, SendBinary, SendText, ServerConnection
+from ..protocol.outputs import Close, SendBinary, SendText
+from ..protocol.server import ServerConfig, ServerConnection
 
-if TYPE_CHECKING:
-    from .app import VrtServer
-
-__all__ = ["ClientConnection"]
+__all__ = ["ClientConnection", "ConnectionHooks"]
 
 log = logging.getLogger("vrt.server")
 
@@ -49,14 +52,29 @@ def _header(first: int, size: int) -> bytes:
     return _LONG.pack(first, 127, size)
 
 
+@dataclass(frozen=True, slots=True)
+class ConnectionHooks:
+    """What a connection tells the server that owns it."""
+
+    #: The WebSocket is open.
+    opened: Callable[[ClientConnection], None]
+    #: The protocol core ran for this connection: act on its events, write its frames.
+    pump: Callable[[ClientConnection], None]
+    #: The WebSocket is gone.
+    closed: Callable[[ClientConnection], None]
+
+
 class ClientConnection(WSListener):
     """One client WebSocket."""
 
-    def __init__(self, server: VrtServer) -> None:
+    def __init__(
+        self, config: ServerConfig, max_message_bytes: int, hooks: ConnectionHooks
+    ) -> None:
         super().__init__()
-        self.server = server
+        self.hooks = hooks
+        self.max_message_bytes = max_message_bytes
         self.loop = asyncio.get_running_loop()
-        self.core = ServerConnection(server.config, self.loop.time())
+        self.protocol = ServerConnection(config, self.loop.time())
         self.transport: WSTransport | None = None
         self.closed = False
         self._fragments: bytearray | None = None
@@ -70,8 +88,8 @@ class ClientConnection(WSListener):
 
     def on_ws_connected(self, transport: WSTransport) -> None:
         self.transport = transport
-        self.server._connected(self)
-        self.arm()
+        self.hooks.opened(self)
+        self.arm_timer()
 
     def on_ws_frame(self, transport: WSTransport, frame: WSFrame) -> None:
         kind = frame.msg_type
@@ -94,9 +112,9 @@ class ClientConnection(WSListener):
                 self._message(self._fragment_type, data)
         elif kind == WSMsgType.PING:
             transport.send_pong(frame.get_payload_as_bytes())
-            self.core.frame_received(self.loop.time())
+            self.protocol.frame_received(self.loop.time())
         elif kind == WSMsgType.PONG:
-            self.core.frame_received(self.loop.time())
+            self.protocol.frame_received(self.loop.time())
         elif kind == WSMsgType.CLOSE:
             # Echo the peer's close (RFC 6455 §5.5.1); the session parks on disconnect.
             if not transport.is_close_frame_sent:
@@ -110,20 +128,20 @@ class ClientConnection(WSListener):
         frames that arrived with it together when the read is done (one agent wake-up,
         one write)."""
         if not self._pump_due:
-            self.server._pump(self)
+            self.hooks.pump(self)
             self._pump_due = True
             self.loop.call_soon(self._pump_now)
 
     def _pump_now(self) -> None:
         self._pump_due = False
-        self.server._pump(self)
+        self.hooks.pump(self)
 
     def on_ws_disconnected(self, transport: WSTransport) -> None:
         self.closed = True
         if self._timer is not None:
             self._timer.cancel()
             self._timer = None
-        self.server._disconnected(self)
+        self.hooks.closed(self)
 
     def pause_writing(self) -> None:
         self._paused = True
@@ -142,13 +160,13 @@ class ClientConnection(WSListener):
                 except UnicodeDecodeError:
                     self._fail(WSCloseCode.INVALID_TEXT, "text frame is not UTF-8")
                     return
-            self.core.receive_text(payload, now)
+            self.protocol.receive_text(payload, now)
         else:
-            self.core.receive_binary(payload, now)
+            self.protocol.receive_binary(payload, now)
 
     def _check_fragment_size(self) -> bool:
         assert self._fragments is not None
-        if len(self._fragments) > self.server.max_message_bytes:
+        if len(self._fragments) > self.max_message_bytes:
             self._fail(WSCloseCode.MESSAGE_TOO_BIG, "message too big")
             return False
         return True
@@ -160,13 +178,13 @@ class ClientConnection(WSListener):
             self.transport.send_close(code, reason.encode())
             self.transport.disconnect()
 
-    def flush(self) -> None:
+    def write_outbox(self) -> None:
         """Write what the core has for this connection, in one write when there are
         several frames: a burst of chunks or audio costs one system call, not one each."""
         transport = self.transport
         if transport is None:
             return
-        outbox = self.core.take_outbox()
+        outbox = self.protocol.take_outbox()
         if not outbox or self.closed or transport.is_close_frame_sent:
             return
         if len(outbox) == 1 and type(outbox[0]) is SendText:
@@ -199,9 +217,9 @@ class ClientConnection(WSListener):
 
     # -- timers --
 
-    def arm(self) -> None:
+    def arm_timer(self) -> None:
         """Schedule the core's next deadline (heartbeat, acks, tool timeouts)."""
-        deadline = self.core.timer_deadline()
+        deadline = self.protocol.timer_deadline()
         timer = self._timer
         if deadline is None or self.closed:
             if timer is not None:
@@ -221,5 +239,5 @@ class ClientConnection(WSListener):
         self._timer = None
         if self.closed:
             return
-        self.core.on_timer(self.loop.time())
-        self.server._pump(self)
+        self.protocol.on_timer(self.loop.time())
+        self.hooks.pump(self)

@@ -1,0 +1,91 @@
+"""The client's tool calls (§7.1, §7.2): the queue, the one running, and the calls
+already answered, so that each call gets exactly one ``tool.result``."""
+
+from __future__ import annotations
+
+from collections import deque
+from collections.abc import Callable
+from typing import Any, Final
+
+from ..messages import FailureCode, ToolCall, ToolResult
+
+__all__ = ["ToolQueue"]
+
+#: Answered call ids remembered to refuse a second answer. A server never reuses a
+#: callId (§7.1) and a resent call is a duplicate by seq (§4.3), so this only guards
+#: against a second answer; it is bounded so a long session does not grow.
+REMEMBERED_ANSWERS: Final = 4096
+
+
+class ToolQueue:
+    """Calls run one at a time, in the order received (§7.1)."""
+
+    __slots__ = ("_answered", "_queue", "running")
+
+    def __init__(self) -> None:
+        self._queue: deque[ToolCall] = deque()
+        self.running: ToolCall | None = None
+        self._answered: dict[str, None] = {}
+
+    @property
+    def queued(self) -> int:
+        """Calls waiting for the running one to end."""
+        return len(self._queue)
+
+    def known(self, call_id: str) -> bool:
+        """Whether the call is queued, running or answered already."""
+        running = self.running
+        return (
+            call_id in self._answered
+            or (running is not None and running.call_id == call_id)
+            or any(call.call_id == call_id for call in self._queue)
+        )
+
+    def enqueue(self, call: ToolCall) -> None:
+        self._queue.append(call)
+
+    def next(self) -> ToolCall | None:
+        """The next queued call, taken off the queue, when none is running."""
+        if self.running is not None or not self._queue:
+            return None
+        return self._queue.popleft()
+
+    def start(self, call: ToolCall) -> None:
+        self.running = call
+
+    def finish(self, call_id: str) -> ToolCall | None:
+        """The running call, if it is ``call_id``: it is no longer running."""
+        running = self.running
+        if running is None or running.call_id != call_id:
+            return None
+        self.running = None
+        return running
+
+    def take_queued(self, which: Callable[[int], bool]) -> list[ToolCall]:
+        """Remove and return the queued calls whose epoch ``which`` selects, in order."""
+        taken = [call for call in self._queue if which(call.epoch)]
+        if taken:
+            self._queue = deque(call for call in self._queue if not which(call.epoch))
+        return taken
+
+    def clear(self) -> None:
+        self._queue.clear()
+
+    def answer(
+        self,
+        call: ToolCall,
+        ok: bool,
+        *,
+        output: Any = None,
+        code: FailureCode | None = None,
+        message: str | None = None,
+    ) -> ToolResult | None:
+        """The one ``tool.result`` of ``call``; None if it was answered already (§7.2)."""
+        if call.call_id in self._answered:
+            return None
+        self._answered[call.call_id] = None
+        if len(self._answered) > REMEMBERED_ANSWERS:
+            del self._answered[next(iter(self._answered))]
+        if ok:
+            return ToolResult.success(call.call_id, call.epoch, output)
+        return ToolResult.failure(call.call_id, call.epoch, code or "FAILED", message)

@@ -1,0 +1,644 @@
+"""The client role, sans I/O: a :class:`ClientSession` across its connections, walking
+the rows of §5.1's client table.
+
+A driver calls :meth:`ClientSession.connection_made` when a WebSocket opens, feeds it the
+frames it receives with the time, writes out :meth:`take_outbox`, and hands
+:meth:`take_events` to the application. The session keeps the epoch gate (§6.2): tool
+calls of a closed epoch never start, and output audio of a closed epoch is never
+delivered. Tool calls run one at a time in the order received (§7.1): the session emits
+:class:`RunTool` for the next call once the previous one has its result, and the driver
+answers with :meth:`ClientSession.tool_finished`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from typing import Any, Final, TypeAlias
+
+from ..capabilities import TOOL_STREAM
+from ..codec import DEFAULT_LIMITS, Decoded, Invalid, Limits, encode, shared_decoder
+from ..errors import ErrorCode, LocalProtocolError
+from ..formats import duration_ms
+from ..frames import FrameKind, build_frame, next_audio_seq, parse_frame
+from ..messages import (
+    UNSET,
+    Ack,
+    AgentText,
+    AudioStart,
+    ContextUpdate,
+    Error,
+    FailureCode,
+    Format,
+    Hello,
+    Interrupt,
+    Interrupted,
+    InterruptReason,
+    Message,
+    Ping,
+    Playback,
+    Ready,
+    Tool,
+    ToolCall,
+    ToolCallDelta,
+    ToolStream,
+    Transcript,
+    TurnState,
+    UserText,
+)
+from ..outputs import Close, CloseCode, Output, SendBinary, SendText
+from ..streams import DEFAULT_MAX_KEPT, IncomingStream, OutgoingStream
+from ..tables import CLIENT_TABLE, TOOL_STREAM_TERMINAL, ClientAction, ClientInput, ClientState
+from .calls import ToolQueue
+from .events import (
+    AudioChunk,
+    AudioStarted,
+    CancelTool,
+    ClientEvent,
+    Connected,
+    ErrorReceived,
+    InterruptedEpoch,
+    PlaybackStop,
+    RunTool,
+    SessionFailed,
+    TextReceived,
+    ToolPreview,
+    ToolStreamUpdate,
+    TranscriptReceived,
+    TurnChanged,
+)
+
+__all__ = ["DEAD_AFTER_INTERVALS", "PING_INTERVAL", "ClientSession"]
+
+#: §4.4 RECOMMENDED ping interval.
+PING_INTERVAL: Final = 15.0
+#: §4.4: a connection silent for this many ping intervals is dead.
+DEAD_AFTER_INTERVALS: Final = 2.5
+#: Audio items remembered for playback reports (§8.4).
+REMEMBERED_ITEMS: Final = 64
+#: tool-stream-v1 calls whose last phase is remembered (§7.5).
+REMEMBERED_STREAMS: Final = 256
+
+_Action: TypeAlias = Callable[["ClientSession", Any, float], None]
+
+
+class _Item:
+    __slots__ = ("epoch", "id", "received_ms")
+
+    def __init__(self, item_id: str, epoch: int) -> None:
+        self.id = item_id
+        self.epoch = epoch
+        self.received_ms = 0.0
+
+
+class ClientSession:
+    """The client side of one session, across connections and resumes."""
+
+    def __init__(
+        self,
+        *,
+        tools: tuple[Tool, ...] = (),
+        input: Format | None = None,
+        output: Format | None = None,
+        capabilities: tuple[str, ...] = (),
+        context: Any = UNSET,
+        auth: str | dict[str, Any] | None = None,
+        max_kept: int = DEFAULT_MAX_KEPT,
+        ping_interval: float = PING_INTERVAL,
+        limits: Limits = DEFAULT_LIMITS,
+    ) -> None:
+        names = [tool.name for tool in tools]
+        if len(set(names)) != len(names):
+            raise LocalProtocolError("tool names must be unique (§5.2)")
+        self.tools = {tool.name: tool for tool in tools}
+        self.preferred_input = input
+        self.preferred_output = output
+        self.offered_capabilities = capabilities
+        self.initial_context = context
+        self.auth = auth
+        self.ping_interval = ping_interval
+        self.state = ClientState.CONNECTING
+        self._rows = _COMPILED[self.state]
+        self.session_id: str | None = None
+        self.input: Format | None = None
+        self.output: Format | None = None
+        self.capabilities: tuple[str, ...] = ()
+        self.outgoing = OutgoingStream(max_kept)
+        self.incoming = IncomingStream()
+        self.observed_epoch = 0
+        self.closed_epoch: int | None = None
+        self._decoder = shared_decoder("server", limits)
+        self._outbox: list[Output] = []
+        self._events: list[ClientEvent] = []
+        self._calls = ToolQueue()
+        self._item: _Item | None = None
+        self._items: dict[str, _Item] = {}
+        #: tool-stream-v1: the last phase seen of each call, and its message (§7.5).
+        self._streams: dict[str, tuple[str, ToolStream]] = {}
+        self._audio_out_seq = 0
+        self._last_sent = 0.0
+        self._last_received = 0.0
+        #: The server refused ``auth`` (§5.3): set a fresh credential before reconnecting.
+        self.auth_refused = False
+        self._handlers: dict[type[Message], Callable[[Any, float], None]] = {
+            ToolCall: self._on_tool_call,
+            TurnState: self._on_turn_state,
+            AgentText: self._on_text,
+            Transcript: self._on_transcript,
+            Interrupted: self._on_interrupted,
+            ToolCallDelta: self._on_preview,
+            ToolStream: self._on_tool_stream,
+            Error: self._on_error,
+        }
+
+    # -- the table --
+
+    def _input(self, input: ClientInput, argument: Any, now: float) -> None:
+        """Perform the row of §5.1 for ``input`` in the current state."""
+        action, next_state = self._rows[input]
+        action(self, argument, now)
+        if next_state is not None and next_state is not self.state:
+            self.state = next_state
+            self._rows = _COMPILED[next_state]
+
+    # -- driver interface --
+
+    def take_outbox(self) -> list[Output]:
+        out, self._outbox = self._outbox, []
+        return out
+
+    def take_events(self) -> list[ClientEvent]:
+        events, self._events = self._events, []
+        return events
+
+    @property
+    def resumable(self) -> bool:
+        """Whether a lost connection may be resumed (§5.4)."""
+        return self.session_id is not None and self.state is not ClientState.CLOSED
+
+    def connection_made(self, now: float) -> None:
+        """A WebSocket opened: send ``hello``, resuming when a session exists (§5.1)."""
+        self._input(ClientInput.CONNECTION_OPENED, None, now)
+
+    def connection_lost(self, now: float) -> None:
+        self._input(ClientInput.CONNECTION_LOST, None, now)
+
+    def receive_text(self, data: bytes | str, now: float) -> None:
+        self._last_received = now
+        decoded = self._decoder.decode(data)
+        if isinstance(decoded, Invalid):
+            self._input(ClientInput.INVALID, decoded, now)
+            return
+        message = decoded.message
+        if decoded.seq:
+            self._input(ClientInput.SEQUENCED, decoded, now)
+        elif isinstance(message, Ready):
+            self._classify_ready(message, now)
+        elif isinstance(message, AudioStart):
+            self._input(ClientInput.AUDIO_START, message, now)
+        elif isinstance(message, Ack):
+            self._input(ClientInput.ACK, message, now)
+        elif isinstance(message, Error):  # seq 0: no session bound to the connection
+            self._input(_error_input(message, self.state), message, now)
+        else:
+            self._input(ClientInput.PONG, message, now)
+
+    def receive_binary(self, data: bytes, now: float) -> None:
+        self._last_received = now
+        self._input(ClientInput.OUTPUT_AUDIO, data, now)
+
+    def timer_deadline(self) -> float | None:
+        if self.state in (ClientState.CONNECTING, ClientState.CLOSED):
+            return None
+        deadline = min(
+            self._last_sent + self.ping_interval,
+            self._last_received + DEAD_AFTER_INTERVALS * self.ping_interval,
+        )
+        ack = self.incoming.ack_deadline()
+        if ack is not None and self.state is ClientState.OPEN:
+            deadline = min(deadline, ack)
+        return deadline
+
+    def on_timer(self, now: float) -> None:
+        if self.state in (ClientState.CONNECTING, ClientState.CLOSED):
+            return
+        if now >= self._last_received + DEAD_AFTER_INTERVALS * self.ping_interval:
+            self._input(ClientInput.SILENT, None, now)
+            return
+        if self.state is ClientState.OPEN:
+            up_to = self.incoming.take_ack(now)
+            if up_to is not None:
+                self._write(encode(Ack(up_to=up_to), 0), now)
+        if now >= self._last_sent + self.ping_interval:
+            self._write(encode(Ping(), 0), now)  # §4.4: allowed before ready too
+
+    # -- application actions --
+
+    def send_text(self, text: str, now: float) -> None:
+        """User text input (§6.3)."""
+        self._input(ClientInput.SEND, UserText(text=text), now)
+
+    def update_context(self, context: Any, now: float) -> None:
+        """Replace the application context; None clears it (§5.5)."""
+        self._input(ClientInput.SEND, ContextUpdate(context=context), now)
+
+    def interrupt(self, reason: InterruptReason, now: float) -> int:
+        """The user interrupted: close the observed epoch locally at once, then tell the
+        server (§6.2). Returns the closed epoch."""
+        epoch = self.observed_epoch
+        self._close_epoch(epoch, local=True, now=now)
+        self._input(ClientInput.SEND, Interrupt(epoch=epoch, reason=reason), now)
+        return epoch
+
+    def playback(self, item_id: str, played_ms: float, now: float) -> int:
+        """Report how much of ``item_id`` was played (§8.4), never more than was received."""
+        item = self._items.get(item_id)
+        limit = item.received_ms if item is not None else 0.0
+        played = max(0, int(min(played_ms, limit)))
+        self._input(ClientInput.SEND, Playback(item_id=item_id, played_ms=played), now)
+        return played
+
+    def send_audio(self, payload: bytes, now: float) -> bool:
+        """One input audio frame; dropped (False) when no connection is open (audio is
+        never sent before ready, nor resent, §5.1, §5.4)."""
+        sent = self.state is ClientState.OPEN
+        self._input(ClientInput.SEND_AUDIO, payload, now)
+        return sent
+
+    def tool_finished(
+        self,
+        call_id: str,
+        ok: bool,
+        now: float,
+        *,
+        output: Any = None,
+        code: FailureCode | None = None,
+        message: str | None = None,
+    ) -> bool:
+        """The running call ended. Sends its result unless it was already answered
+        (interrupted), then starts the next call. False when the outcome is discarded."""
+        call = self._calls.finish(call_id)
+        if call is None:
+            return False
+        sent = self._answer(call, ok, now, output=output, code=code, message=message)
+        self._next_call(now)
+        return sent
+
+    # -- actions, one per ClientAction --
+
+    def _send_hello(self, argument: None, now: float) -> None:
+        self.auth_refused = False
+        self._last_received = now
+        self._item = None  # §8.3: a new connection starts without a current item
+        auth = self.auth if self.auth is not None else UNSET
+        if self.session_id is None:
+            hello = Hello(
+                tools=tuple(self.tools.values()) if self.tools else UNSET,
+                input=self.preferred_input or UNSET,
+                output=self.preferred_output or UNSET,
+                capabilities=self.offered_capabilities or UNSET,
+                context=self.initial_context,
+                auth=auth,
+            )
+        else:
+            # §5.2: context only when opening; tools are those declared at the start (§5.4).
+            hello = Hello(session_id=self.session_id, resume_from=self.incoming.last_seq, auth=auth)
+        self._write(encode(hello, 0), now)
+
+    def _open(self, opened: tuple[Ready, list[bytes]], now: float) -> None:
+        ready, resend = opened
+        self.session_id = ready.session_id
+        self.input, self.output = ready.input, ready.output
+        self.capabilities = ready.capabilities if ready.capabilities is not UNSET else ()
+        for data in resend:  # §5.4: in order, before any new sequenced message
+            self._write(data, now)
+        self._events.append(
+            Connected(
+                session_id=ready.session_id,
+                resumed=ready.resumed_from is not UNSET,
+                input=ready.input,
+                output=ready.output,
+                capabilities=self.capabilities,
+            )
+        )
+
+    def _report(self, event: Invalid | Error, now: float) -> None:
+        if isinstance(event, Invalid):  # §9.1: a client reports an invalid message and continues
+            self._events.append(
+                ErrorReceived(code=event.code, message=event.reason, recoverable=True)
+            )
+        else:
+            self._events.append(
+                ErrorReceived(code=event.code, message=event.message, recoverable=event.recoverable)
+            )
+
+    def _stop(self, error: Error, now: float) -> None:
+        """§5.4: after RESUME_FAILED (or another error that ends the session before
+        ready) nothing old is ever resent, here or elsewhere."""
+        self._calls.clear()
+        self._events.append(SessionFailed(code=error.code, message=error.message))
+
+    def _abandon(self, reason: str, now: float) -> None:
+        self._outbox.append(Close(code=CloseCode.NORMAL, reason="resume failed"))
+        self._calls.clear()
+        self._events.append(SessionFailed(code=ErrorCode.RESUME_FAILED, message=reason))
+
+    def _await_credential(self, error: Error, now: float) -> None:
+        # §5.3: do not retry the same credential; a fresh one may be tried.
+        self.auth_refused = True
+        self._events.append(SessionFailed(code=error.code, message=error.message))
+
+    def _handle(self, decoded: Decoded[Any], now: float) -> None:
+        if self.incoming.receive(decoded.seq, now):
+            message = decoded.message
+            self._handlers[type(message)](message, now)
+        # §4.3: a duplicate is not handled again, and is acknowledged again.
+
+    def _announce(self, start: AudioStart, now: float) -> None:
+        self._observe(start.epoch)
+        item = self._items.get(start.item_id) or _Item(start.item_id, start.epoch)
+        self._items[item.id] = item
+        while len(self._items) > REMEMBERED_ITEMS:
+            del self._items[next(iter(self._items))]
+        self._item = item
+        if not self._is_closed(start.epoch):
+            self._events.append(
+                AudioStarted(item_id=start.item_id, turn_id=start.turn_id, epoch=start.epoch)
+            )
+
+    def _play(self, data: bytes, now: float) -> None:
+        frame = parse_frame(data, "client")
+        if isinstance(frame, Invalid):
+            return  # §8.1: a client drops a malformed frame
+        item = self._item
+        # §8.3: frames before any audio.start, and of a closed epoch, are discarded.
+        if item is None or self._is_closed(item.epoch):
+            return
+        if self.output is not None:
+            item.received_ms += duration_ms(frame.payload, self.output)
+        self._events.append(AudioChunk(item_id=item.id, payload=frame.payload))
+
+    def _apply_ack(self, ack: Ack, now: float) -> None:
+        self.outgoing.ack(ack.up_to)
+
+    def _ignore(self, argument: Any, now: float) -> None:
+        pass
+
+    def _reconnect(self, argument: None, now: float) -> None:
+        self._item = None
+
+    def _close_dead(self, argument: None, now: float) -> None:
+        # §4.4: treat the connection as dead, close it and resume.
+        self._outbox.append(Close(code=CloseCode.REPLACED, reason="no frame from the server"))
+        self._item = None
+
+    def _keep(self, message: Message, now: float) -> None:
+        self.outgoing.send(message)  # sent after the next ready (§5.1)
+
+    def _write_message(self, message: Message | bytes, now: float) -> None:
+        if isinstance(message, bytes):  # input audio (§8.1)
+            seq = self._audio_out_seq
+            self._audio_out_seq = next_audio_seq(seq)
+            self._outbox.append(SendBinary(data=build_frame(FrameKind.INPUT, seq, message)))
+            self._last_sent = now
+        else:
+            self._write(self.outgoing.send(message), now)
+
+    def _drop(self, payload: bytes, now: float) -> None:
+        pass
+
+    def _refuse(self, argument: Any, now: float) -> None:
+        raise LocalProtocolError("the session is closed (§5.4); start a new ClientSession")
+
+    # -- internals: sending --
+
+    def _write(self, data: bytes, now: float) -> None:
+        self._outbox.append(SendText(data=data))
+        self._last_sent = now
+
+    def _answer(
+        self,
+        call: ToolCall,
+        ok: bool,
+        now: float,
+        *,
+        output: Any = None,
+        code: FailureCode | None = None,
+        message: str | None = None,
+    ) -> bool:
+        """§7.2: exactly one tool.result per call."""
+        result = self._calls.answer(call, ok, output=output, code=code, message=message)
+        if result is None:
+            return False
+        if self.state is not ClientState.CLOSED:
+            self._input(ClientInput.SEND, result, now)
+        return True
+
+    def _answer_interrupted(self, call: ToolCall, now: float) -> bool:
+        return self._answer(
+            call, False, now, code="INTERRUPTED", message="the turn was interrupted"
+        )
+
+    # -- internals: receiving --
+
+    def _classify_ready(self, ready: Ready, now: float) -> None:
+        if self.state is not ClientState.WAITING:
+            self._input(ClientInput.READY, None, now)
+            return
+        resumed = ready.resumed_from is not UNSET
+        if resumed != (self.session_id is not None) or (
+            self.session_id is not None and ready.session_id != self.session_id
+        ):
+            self._input(ClientInput.READY_MISMATCH, "ready does not match the session resumed", now)
+            return
+        resumed_from = ready.resumed_from if isinstance(ready.resumed_from, int) else 0
+        resend = self.outgoing.resend_after(resumed_from)
+        if resend is None:
+            # §5.4: the client cannot resend what the server lacks.
+            self._input(
+                ClientInput.CANNOT_RESEND, "cannot resend what the server missed (§5.4)", now
+            )
+            return
+        self._input(ClientInput.READY, (ready, resend), now)
+
+    def _on_tool_call(self, call: ToolCall, now: float) -> None:
+        self._observe(call.epoch)
+        if self._calls.known(call.call_id):
+            return
+        if self._is_closed(call.epoch):
+            # §6.2: never start a call of a closed epoch; answer INTERRUPTED.
+            self._answer_interrupted(call, now)
+            return
+        self._calls.enqueue(call)
+        self._next_call(now)
+
+    def _on_turn_state(self, message: TurnState, now: float) -> None:
+        self._observe(message.epoch)
+        self._events.append(
+            TurnChanged(turn_id=message.turn_id, epoch=message.epoch, state=message.state)
+        )
+        if message.state == "listening":
+            self._events.append(PlaybackStop(epoch=message.epoch))  # §8.4: the user speaks
+
+    def _on_text(self, message: AgentText, now: float) -> None:
+        self._events.append(TextReceived(text=message.text, turn_id=message.turn_id))
+
+    def _on_transcript(self, message: Transcript, now: float) -> None:
+        self._events.append(
+            TranscriptReceived(
+                role=message.role,
+                text=message.text,
+                final=message.final,
+                item_id=message.item_id,
+                turn_id=message.turn_id,
+            )
+        )
+
+    def _on_interrupted(self, message: Interrupted, now: float) -> None:
+        self._close_epoch(message.epoch, local=False, now=now)
+
+    def _on_preview(self, message: ToolCallDelta, now: float) -> None:
+        if not self._is_closed(message.epoch):  # §6.2: SHOULD discard closed previews
+            self._events.append(
+                ToolPreview(
+                    call_id=message.call_id,
+                    turn_id=message.turn_id,
+                    epoch=message.epoch,
+                    preview=message.preview,
+                )
+            )
+
+    def _on_tool_stream(self, message: ToolStream, now: float) -> None:
+        previous = self._streams.get(message.call_id)
+        if previous is not None and previous[0] in TOOL_STREAM_TERMINAL:
+            return  # after a terminal phase nothing more about the call counts (§7.5)
+        if self._is_closed(message.epoch):
+            return  # §7.5: SHOULD discard tool.stream of closed epochs
+        self._streams[message.call_id] = (message.phase, message)
+        if len(self._streams) > REMEMBERED_STREAMS:
+            del self._streams[next(iter(self._streams))]
+        self._events.append(
+            ToolStreamUpdate(
+                call_id=message.call_id,
+                name=message.name,
+                turn_id=message.turn_id,
+                epoch=message.epoch,
+                phase=message.phase,
+                message=message,
+            )
+        )
+
+    def _on_error(self, error: Error, now: float) -> None:
+        """A sequenced ``error`` (a session is bound)."""
+        self._input(_error_input(error, self.state), error, now)
+
+    def _observe(self, epoch: int) -> None:
+        self.observed_epoch = max(self.observed_epoch, epoch)
+
+    def _is_closed(self, epoch: int) -> bool:
+        return self.closed_epoch is not None and epoch <= self.closed_epoch
+
+    # -- internals: the epoch gate and tools (§6.2, §7) --
+
+    def _close_epoch(self, epoch: int, *, local: bool, now: float) -> None:
+        if self.closed_epoch is not None and epoch <= self.closed_epoch:
+            return  # §6.2: an epoch already closed has no further effect
+        self.closed_epoch = epoch
+        self._events.append(PlaybackStop(epoch=epoch))
+        running = self._calls.running
+        if running is not None and self._is_closed(running.epoch):
+            # §7.2: answer at once; the tool's later outcome is discarded, and the next
+            # call need not wait for it.
+            self._calls.finish(running.call_id)
+            self._events.append(CancelTool(call_id=running.call_id))
+            self._answer_interrupted(running, now)
+        for call in self._calls.take_queued(self._is_closed):
+            self._answer_interrupted(call, now)
+        self._next_call(now)
+        if local and TOOL_STREAM in self.capabilities:
+            # §7.5: unterminated calls of the closed epoch count as cancelled at once.
+            for call_id, (phase, message) in list(self._streams.items()):
+                if phase not in TOOL_STREAM_TERMINAL and self._is_closed(message.epoch):
+                    self._streams[call_id] = ("cancelled", message)
+                    self._events.append(
+                        ToolStreamUpdate(
+                            call_id=call_id,
+                            name=message.name,
+                            turn_id=message.turn_id,
+                            epoch=message.epoch,
+                            phase="cancelled",
+                            message=None,
+                        )
+                    )
+        self._events.append(InterruptedEpoch(epoch=epoch, local=local))
+
+    def _next_call(self, now: float) -> None:
+        """§7.1: start the next queued call once the previous one has its result."""
+        while (call := self._calls.next()) is not None:
+            if self._is_closed(call.epoch):
+                self._answer_interrupted(call, now)
+            elif call.name not in self.tools:
+                self._answer(
+                    call, False, now, code="FAILED", message=f"no tool named {call.name!r}"
+                )
+            else:
+                self._calls.start(call)
+                self._events.append(
+                    RunTool(
+                        call_id=call.call_id,
+                        name=call.name,
+                        arguments=call.arguments,
+                        turn_id=call.turn_id,
+                        epoch=call.epoch,
+                    )
+                )
+                return
+
+
+def _error_input(error: Error, state: ClientState) -> ClientInput:
+    """Which row of the client table an ``error`` is."""
+    if error.code == ErrorCode.RESUME_FAILED:
+        return ClientInput.RESUME_FAILED
+    if error.code == ErrorCode.UNAUTHORIZED:
+        return ClientInput.UNAUTHORIZED
+    if not error.recoverable:
+        return ClientInput.ERROR_NOT_RECOVERABLE
+    return ClientInput.ERROR
+
+
+_ACTIONS: Final[Mapping[ClientAction, _Action]] = {
+    ClientAction.SEND_HELLO: ClientSession._send_hello,
+    ClientAction.OPEN: ClientSession._open,
+    ClientAction.REPORT: ClientSession._report,
+    ClientAction.REPORT_AND_STOP: ClientSession._stop,
+    ClientAction.AWAIT_CREDENTIAL: ClientSession._await_credential,
+    ClientAction.STOP: ClientSession._stop,
+    ClientAction.ABANDON: ClientSession._abandon,
+    ClientAction.HANDLE: ClientSession._handle,
+    ClientAction.ANNOUNCE: ClientSession._announce,
+    ClientAction.PLAY: ClientSession._play,
+    ClientAction.APPLY_ACK: ClientSession._apply_ack,
+    ClientAction.IGNORE: ClientSession._ignore,
+    ClientAction.RECONNECT: ClientSession._reconnect,
+    ClientAction.CLOSE_DEAD: ClientSession._close_dead,
+    ClientAction.KEEP: ClientSession._keep,
+    ClientAction.WRITE: ClientSession._write_message,
+    ClientAction.DROP: ClientSession._drop,
+    ClientAction.REFUSE: ClientSession._refuse,
+}
+
+
+class _StateRows(dict[ClientInput, tuple[_Action, ClientState | None]]):
+    def __init__(self, state: ClientState) -> None:
+        super().__init__(
+            (input, (_ACTIONS[row.action], row.next))
+            for input, row in CLIENT_TABLE.for_state(state).items()
+        )
+        self._state = state
+
+    def __missing__(self, input: ClientInput) -> tuple[_Action, ClientState | None]:
+        CLIENT_TABLE.row(self._state, input)  # raises LocalProtocolError
+        raise AssertionError("unreachable")
+
+
+#: The table compiled once: per state, input → (action, next state).
+_COMPILED: Final = {state: _StateRows(state) for state in ClientState}

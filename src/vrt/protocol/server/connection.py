@@ -1,0 +1,367 @@
+"""One WebSocket on the server, walking the rows of §5.1's server table.
+
+A driver feeds the connection the frames it receives, with the time, and writes out what
+:meth:`ServerConnection.take_outbox` returns; it authenticates ``hello`` and finds or
+creates the session when :meth:`take_events` reports a :class:`HelloReceived`, then calls
+:meth:`ServerConnection.open` or one of the ``refuse_*`` methods. Every input is looked
+up in :data:`~vrt.protocol.tables.SERVER_TABLE` and the row's action performed, so each
+behaviour here comes from one row of the table.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from collections.abc import Callable, Mapping
+from typing import Any, Final, TypeAlias
+
+from ..codec import Decoded, Invalid, encode, shared_decoder
+from ..errors import ErrorCode, recoverable_by_default
+from ..frames import AudioFrame, parse_frame
+from ..messages import UNSET, Ack, Error, Hello, Ping, Pong, Ready
+from ..outputs import Close, CloseCode, Output, SendText
+from ..tables import SERVER_TABLE, ServerAction, ServerInput, ServerState
+from .config import ServerConfig
+from .events import HelloReceived
+from .session import ServerSession
+
+__all__ = ["ServerConnection"]
+
+_Action: TypeAlias = Callable[["ServerConnection", Any, float], None]
+
+
+class ServerConnection:
+    """One client WebSocket, bound to at most one session (§5.1)."""
+
+    def __init__(self, config: ServerConfig, now: float) -> None:
+        self.config = config
+        self.state = ServerState.AWAITING_HELLO
+        self.session: ServerSession | None = None
+        self.hello: Hello | None = None
+        self._rows = _COMPILED[self.state]
+        self._decoder = shared_decoder("client", config.limits)
+        self._outbox: list[Output] = []
+        self._events: list[HelloReceived] = []
+        self._kept: list[Decoded[Any]] = []
+        self._last_frame = now
+        self._hello_deadline = now + config.hello_timeout
+        self._invalid: deque[float] | None = None  # made on the first invalid frame
+
+    # -- the table --
+
+    def _input(self, input: ServerInput, argument: Any, now: float) -> None:
+        """Perform the row of §5.1 for ``input`` in the current state."""
+        action, next_state = self._rows[input]
+        action(self, argument, now)
+        if next_state is not None and next_state is not self.state:
+            self.state = next_state
+            self._rows = _COMPILED[next_state]
+
+    # -- driver interface --
+
+    def take_outbox(self) -> list[Output]:
+        """Frames to write and closes to perform, in order: this connection's and its
+        session's. A session that has ended closes its connection here (§5.6)."""
+        self._take_session_frames()
+        session = self.session
+        if session is not None and session.ended is not None:
+            self._input(ServerInput.SESSION_ENDED, session.ended, 0.0)
+        out, self._outbox = self._outbox, []
+        return out
+
+    def take_events(self) -> list[HelloReceived]:
+        events, self._events = self._events, []
+        return events
+
+    def receive_text(self, data: bytes | str, now: float) -> None:
+        self._last_frame = now
+        decoded = self._decoder.decode(data)
+        if isinstance(decoded, Invalid):
+            self._input(ServerInput.INVALID, decoded, now)
+            return
+        message = decoded.message
+        if decoded.seq:
+            self._input(ServerInput.SEQUENCED, decoded, now)
+        elif isinstance(message, Ack):
+            self._input(ServerInput.ACK, decoded, now)
+        elif isinstance(message, Ping):
+            self._input(ServerInput.PING, decoded, now)
+        else:  # the only other client message with seq 0 is hello (§4.1)
+            self._input(ServerInput.HELLO, decoded, now)
+
+    def receive_binary(self, data: bytes, now: float) -> None:
+        self._last_frame = now
+        limit = self.config.limits.max_audio_frame_bytes
+        if len(data) > limit:
+            invalid = Invalid(
+                ErrorCode.LIMIT_EXCEEDED,
+                f"audio frame of {len(data)} bytes; this server takes at most {limit} (§11)",
+            )
+            self._input(ServerInput.INVALID, invalid, now)
+            return
+        frame = parse_frame(data, "server")
+        if isinstance(frame, Invalid):
+            self._input(ServerInput.INVALID, frame, now)
+        else:
+            self._input(ServerInput.INPUT_AUDIO, frame, now)
+
+    def frame_received(self, now: float) -> None:
+        """A WebSocket frame the core does not see (ping, pong, a fragment) arrived; it
+        counts for the heartbeat (§4.4: a frame of any kind)."""
+        self._last_frame = now
+
+    def connection_lost(self, now: float) -> None:
+        """The WebSocket ended: a bound session is parked (§5.1)."""
+        self._input(ServerInput.CONNECTION_CLOSED, None, now)
+
+    def timer_deadline(self) -> float | None:
+        """The earliest of the heartbeat (§4.4), the hello deadline and the bound
+        session's own deadlines."""
+        state = self.state
+        if state is ServerState.CLOSED:
+            return None
+        deadline = self._last_frame + self.config.heartbeat_timeout
+        if state is ServerState.AWAITING_HELLO:
+            deadline = min(deadline, self._hello_deadline)
+        session = self.session
+        if session is not None:
+            session_deadline = session.timer_deadline()
+            if session_deadline is not None and session_deadline < deadline:
+                deadline = session_deadline
+        return deadline
+
+    def on_timer(self, now: float) -> None:
+        if self.state is ServerState.CLOSED:
+            return
+        if now >= self._last_frame + self.config.heartbeat_timeout:
+            self._input(ServerInput.HEARTBEAT_TIMEOUT, None, now)
+        elif self.state is ServerState.AWAITING_HELLO and now >= self._hello_deadline:
+            self._input(ServerInput.HELLO_TIMEOUT, None, now)
+        elif self.session is not None:
+            self.session.on_timer(now)
+
+    # -- decisions on the hello (opening) --
+
+    def refuse_unauthorized(self, reason: str = "authentication failed") -> None:
+        """§5.3: ``error UNAUTHORIZED`` with seq 0, then close 4401."""
+        self._input(ServerInput.AUTH_REFUSED, reason, 0.0)
+
+    def refuse_resume(self) -> None:
+        """§5.4: unknown, expired and foreign sessions get the very same answer."""
+        self._input(ServerInput.RESUME_REFUSED, "the session cannot be resumed", 0.0)
+
+    def refuse_start(self, reason: str = "the session could not start") -> None:
+        """§5.1: ``error START_FAILED``, close 1011."""
+        self._input(ServerInput.START_FAILED, reason, 0.0)
+
+    def open(self, session: ServerSession, now: float) -> ServerConnection | None:
+        """Bind ``session`` (new, or the one ``hello.sessionId`` names) and send ``ready``.
+
+        For a resume, resends what the client missed (§5.4), or refuses with
+        ``RESUME_FAILED`` and closes the session when that is impossible. Then handles
+        the messages kept while opening. Returns the older connection this one replaced
+        (it has a close 4000 to write), if any.
+        """
+        if self.state is ServerState.CLOSED:
+            return None  # the connection went away while its hello was being decided
+        replaced = session.connection
+        hello = self.hello
+        resume_from = 0
+        if hello is not None and hello.session_id is not UNSET:
+            resume_from = hello.resume_from if hello.resume_from is not UNSET else 0
+        # A new session sends what it produced before ready right after it (§5.2).
+        resend = session.outgoing.resend_after(resume_from)
+        if resend is None or session.ended is not None:
+            self.refuse_resume()
+            session.close("resume failed")
+            return None
+        self._input(ServerInput.OPENED, (session, resend), now)
+        kept, self._kept = self._kept, []
+        for decoded in kept:  # §5.1: the messages kept while opening, handled after ready
+            self._input(ServerInput.SEQUENCED if decoded.seq else ServerInput.ACK, decoded, now)
+        if replaced is not None and replaced is not self:
+            replaced._input(ServerInput.REPLACED, None, now)
+            return replaced
+        return None
+
+    # -- actions, one per ServerAction --
+
+    def _authenticate(self, decoded: Decoded[Any], now: float) -> None:
+        self.hello = decoded.message
+        self._events.append(HelloReceived(hello=decoded.message))
+
+    def _pong(self, decoded: Decoded[Any], now: float) -> None:
+        self._emit(SendText(data=encode(Pong(), 0)))  # §4.4: pong in any state
+
+    def _no_session(self, decoded: Decoded[Any], now: float) -> None:
+        self._error(
+            ErrorCode.NO_SESSION, f"{decoded.message.TYPE} before hello: send hello first (§5.1)"
+        )
+
+    def _ignore(self, argument: Any, now: float) -> None:
+        pass
+
+    def _keep(self, decoded: Decoded[Any], now: float) -> None:
+        limit = self.config.max_kept_while_opening
+        if len(self._kept) >= limit:
+            self._error(ErrorCode.LIMIT_EXCEEDED, f"more than {limit} messages before ready (§11)")
+        else:
+            self._kept.append(decoded)  # §5.1: kept, in order, handled after ready
+
+    def _duplicate_hello(self, decoded: Decoded[Any], now: float) -> None:
+        self._error(ErrorCode.DUPLICATE_HELLO, "this connection already has a session (§5.1)")
+
+    def _refuse_unauthorized(self, reason: str, now: float) -> None:
+        self._refuse(ErrorCode.UNAUTHORIZED, reason, CloseCode.UNAUTHORIZED)
+
+    def _refuse_resume(self, reason: str, now: float) -> None:
+        self._refuse(ErrorCode.RESUME_FAILED, reason, CloseCode.UNKNOWN_SESSION)
+
+    def _refuse_start(self, reason: str, now: float) -> None:
+        self._refuse(ErrorCode.START_FAILED, reason, CloseCode.START_FAILED)
+
+    def _ready(self, opened: tuple[ServerSession, list[bytes]], now: float) -> None:
+        session, resend = opened
+        replaced = session.connection
+        if replaced is not None and replaced is not self:
+            replaced.session = None  # it no longer parks the session when it goes
+        self.session = session
+        session.attach(self)
+        hello = self.hello
+        resuming = hello is not None and hello.session_id is not UNSET
+        ready = Ready(
+            session_id=session.session_id,
+            input=session.record.input,
+            output=session.record.output,
+            capabilities=session.capabilities,
+            resumed_from=session.incoming.last_seq if resuming else UNSET,
+        )
+        self._outbox.append(SendText(data=encode(ready, 0)))
+        self._outbox.extend(SendText(data=data) for data in resend)
+
+    def _handle(self, decoded: Decoded[Any], now: float) -> None:
+        assert self.session is not None
+        self.session.receive_sequenced(decoded, now)
+
+    def _apply_ack(self, decoded: Decoded[Any], now: float) -> None:
+        assert self.session is not None
+        self.session.receive_ack(decoded.message)
+
+    def _pass_audio(self, frame: AudioFrame, now: float) -> None:
+        assert self.session is not None
+        self.session.receive_audio(frame.payload, frame.seq)
+
+    def _invalid_input(self, invalid: Invalid, now: float) -> None:
+        window = self._invalid
+        if window is None:
+            window = self._invalid = deque()
+        window.append(now)
+        while window and window[0] <= now - self.config.invalid_window:
+            window.popleft()
+        if len(window) > self.config.max_invalid:
+            self._input(ServerInput.FLOOD, None, now)
+        else:
+            self._error(invalid.code, invalid.reason, True)
+
+    def _rate_limit(self, argument: None, now: float) -> None:
+        self._refuse(
+            ErrorCode.RATE_LIMITED,
+            f"more than {self.config.max_invalid} invalid frames in "
+            f"{self.config.invalid_window:g} s",
+            CloseCode.POLICY,
+        )
+
+    def _close_replaced(self, argument: None, now: float) -> None:
+        self._close(CloseCode.REPLACED, "replaced by a newer connection")
+
+    def _close_session(self, ended: tuple[int, str], now: float) -> None:
+        self._close(*ended)
+
+    def _close_heartbeat(self, argument: None, now: float) -> None:
+        # §4.4: no frame for the heartbeat timeout; the session stays resumable.
+        self._close(CloseCode.HEARTBEAT_TIMEOUT, "heartbeat timeout")
+
+    def _close_hello_timeout(self, argument: None, now: float) -> None:
+        self._close(CloseCode.POLICY, f"no hello within {self.config.hello_timeout:g} s")
+
+    def _park(self, argument: None, now: float) -> None:
+        """The socket is gone: a session still bound parks, and its resume window starts."""
+        session = self.session
+        self.session = None
+        if session is not None and session.connection is self:
+            session.park(now)
+
+    # -- internals --
+
+    def _take_session_frames(self) -> None:
+        """Take the bound session's frames into this connection's outbox, so that what
+        the connection sends next follows what the session sent before it."""
+        session = self.session
+        if session is not None:
+            self._outbox += session.take_outbox()
+
+    def _emit(self, item: Output) -> None:
+        self._take_session_frames()
+        self._outbox.append(item)
+
+    def _close(self, code: int, reason: str) -> None:
+        # The session stays bound until the driver reports the socket gone
+        # (connection_lost), which parks it then: the resume window starts at that time.
+        self._emit(Close(code=code, reason=reason))
+
+    def _refuse(self, code: ErrorCode, reason: str, close_code: int) -> None:
+        self._error(code, reason)
+        self._close(close_code, reason)
+
+    def _error(self, code: ErrorCode, reason: str, recoverable: bool | None = None) -> None:
+        """An ``error``: sequenced once a session is bound, seq 0 before (§4.1)."""
+        if recoverable is None:
+            recoverable = recoverable_by_default(code)
+        session = self.session
+        if self.state is ServerState.OPEN and session is not None:
+            session.send_error(code, reason, recoverable)
+        else:
+            error = Error(code=code, message=reason, recoverable=recoverable)
+            self._emit(SendText(data=encode(error, 0)))
+
+
+#: Each action of the table, performed by this class.
+_ACTIONS: Final[Mapping[ServerAction, _Action]] = {
+    ServerAction.AUTHENTICATE: ServerConnection._authenticate,
+    ServerAction.PONG: ServerConnection._pong,
+    ServerAction.NO_SESSION: ServerConnection._no_session,
+    ServerAction.IGNORE: ServerConnection._ignore,
+    ServerAction.KEEP: ServerConnection._keep,
+    ServerAction.DUPLICATE_HELLO: ServerConnection._duplicate_hello,
+    ServerAction.REFUSE_UNAUTHORIZED: ServerConnection._refuse_unauthorized,
+    ServerAction.REFUSE_RESUME: ServerConnection._refuse_resume,
+    ServerAction.REFUSE_START: ServerConnection._refuse_start,
+    ServerAction.READY: ServerConnection._ready,
+    ServerAction.HANDLE: ServerConnection._handle,
+    ServerAction.APPLY_ACK: ServerConnection._apply_ack,
+    ServerAction.PASS_AUDIO: ServerConnection._pass_audio,
+    ServerAction.INVALID: ServerConnection._invalid_input,
+    ServerAction.RATE_LIMIT: ServerConnection._rate_limit,
+    ServerAction.CLOSE_REPLACED: ServerConnection._close_replaced,
+    ServerAction.CLOSE_SESSION: ServerConnection._close_session,
+    ServerAction.CLOSE_HEARTBEAT: ServerConnection._close_heartbeat,
+    ServerAction.CLOSE_HELLO_TIMEOUT: ServerConnection._close_hello_timeout,
+    ServerAction.PARK: ServerConnection._park,
+    ServerAction.CLOSED: ServerConnection._ignore,
+}
+
+
+class _StateRows(dict[ServerInput, tuple[_Action, ServerState | None]]):
+    def __init__(self, state: ServerState) -> None:
+        super().__init__(
+            (input, (_ACTIONS[row.action], row.next))
+            for input, row in SERVER_TABLE.for_state(state).items()
+        )
+        self._state = state
+
+    def __missing__(self, input: ServerInput) -> tuple[_Action, ServerState | None]:
+        SERVER_TABLE.row(self._state, input)  # raises LocalProtocolError
+        raise AssertionError("unreachable")
+
+
+#: The table compiled once: per state, input → (action, next state).
+_COMPILED: Final = {state: _StateRows(state) for state in ServerState}

@@ -1,0 +1,648 @@
+"""One server-side session (§5.1): it outlives its connections and holds both sequence
+streams, the epoch and the turn, the pending tool calls, formats, capabilities and
+context.
+
+The session is *connected* while a :class:`~vrt.protocol.server.ServerConnection` has
+it bound, *parked* between connections (for the resume window) and then *closed*. What
+it sends goes to its own outbox, which the bound connection takes in order with its own
+frames; what the client did is reported to the agent as :data:`AgentInput` events. The
+methods under "agent side" are what an agent does (through ``vrt.agents.AgentSession``):
+the session stamps turn ids and epochs, gates closed epochs and settles tool calls, so
+an agent never sees a seq, an ack or a closed epoch's leftovers.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Literal, TypeAlias
+
+from ..capabilities import TOOL_STREAM, check_gated, negotiate
+from ..codec import Decoded, encode
+from ..errors import ErrorCode, LocalProtocolError
+from ..formats import choose_format, duration_ms
+from ..frames import FrameKind, build_frame, next_audio_seq
+from ..ids import new_id
+from ..messages import (
+    PCM16_24K,
+    UNSET,
+    Ack,
+    AgentText,
+    AudioStart,
+    ContextUpdate,
+    Error,
+    FailureCode,
+    Format,
+    Hello,
+    Interrupt,
+    Interrupted,
+    Message,
+    Playback,
+    Pong,
+    Tool,
+    ToolCall,
+    ToolCallDelta,
+    ToolResult,
+    ToolStream,
+    ToolStreamPhase,
+    Transcript,
+    TurnState,
+    TurnStateName,
+    UserText,
+)
+from ..outputs import CloseCode, Output, SendBinary, SendText
+from ..streams import IncomingStream, OutgoingStream
+from .config import ServerConfig
+from .events import (
+    AgentInput,
+    AudioReceived,
+    ContextChanged,
+    PlaybackReported,
+    ResponseInterrupted,
+    ToolSettled,
+    UserTextReceived,
+)
+from .tools import Call, ToolCalls
+
+if TYPE_CHECKING:
+    from .connection import ServerConnection
+
+__all__ = ["ServerSession", "SessionRecord", "SessionStatus"]
+
+SessionStatus: TypeAlias = Literal["connected", "parked", "closed"]
+
+
+@dataclass(slots=True)
+class Turn:
+    id: str
+    epoch: int
+    state: TurnStateName
+
+
+@dataclass(slots=True)
+class Item:
+    """An output audio item (§8.3) and how much of it was sent."""
+
+    id: str
+    turn_id: str
+    epoch: int
+    sent_ms: float = 0.0
+
+
+@dataclass(slots=True)
+class SessionRecord:
+    """Everything a session is apart from its streams: what a session store keeps."""
+
+    session_id: str
+    principal: str | None
+    capabilities: tuple[str, ...]
+    input: Format
+    output: Format
+    tools: dict[str, Tool]
+    context: Any = None
+    epoch: int = 0
+    turn: Turn | None = None
+    calls: ToolCalls = field(default_factory=ToolCalls)
+    items: dict[str, Item] = field(default_factory=dict)
+    audio_out_seq: int = 0
+    #: When a parked session closes, unless a connection resumes it first (§5.1).
+    expires_at: float | None = None
+    #: Set once the session ended: the close code and reason for its connection.
+    ended: tuple[int, str] | None = None
+
+
+class ServerSession:
+    """One session, created by the driver for a new ``hello`` and bound to one
+    connection at a time (§5.1)."""
+
+    def __init__(
+        self,
+        hello: Hello,
+        config: ServerConfig,
+        *,
+        principal: str | None = None,
+        session_id: str | None = None,
+        input_formats: tuple[Format, ...] = (PCM16_24K,),
+        output_formats: tuple[Format, ...] = (PCM16_24K,),
+    ) -> None:
+        """``input_formats`` and ``output_formats`` are what the agent takes and
+        produces unchanged; the session's formats are chosen from them (§8.2)."""
+        self.config = config
+        offered = hello.capabilities if hello.capabilities is not UNSET else ()
+        tools = hello.tools if hello.tools is not UNSET else ()
+        self.record = SessionRecord(
+            session_id=session_id or new_id("s_"),
+            principal=principal,
+            capabilities=negotiate(offered, config.capabilities),
+            input=choose_format(_format(hello.input), input_formats),
+            output=choose_format(_format(hello.output), output_formats),
+            tools={tool.name: tool for tool in tools},
+            context=hello.context if hello.context is not UNSET else None,
+        )
+        self.outgoing = OutgoingStream(config.max_unacked)
+        self.incoming = IncomingStream()
+        #: The connection the session is bound to; None while parked or closed.
+        self.connection: ServerConnection | None = None
+        self._events: list[AgentInput] = []
+        #: Frames for the bound connection; None while parked (nothing is written).
+        self._outbox: list[Output] | None = None
+        self._announced: str | None = None  # the item of the last audio.start on this connection
+        self._tool_stream = TOOL_STREAM in self.record.capabilities
+        self._handlers: dict[type[Message], Callable[[Any, float], None]] = {
+            UserText: self._on_text,
+            Interrupt: self._on_interrupt,
+            ToolResult: self._on_tool_result,
+            ContextUpdate: self._on_context,
+            Playback: self._on_playback,
+        }
+
+    # -- identity and lifecycle --
+
+    @property
+    def session_id(self) -> str:
+        return self.record.session_id
+
+    @property
+    def principal(self) -> str | None:
+        return self.record.principal
+
+    @property
+    def status(self) -> SessionStatus:
+        if self.record.ended is not None:
+            return "closed"
+        return "connected" if self._outbox is not None else "parked"
+
+    @property
+    def capabilities(self) -> tuple[str, ...]:
+        return self.record.capabilities
+
+    @property
+    def epoch(self) -> int:
+        return self.record.epoch
+
+    @property
+    def tools(self) -> dict[str, Tool]:
+        """The client's tools, as declared when the session opened (§5.4)."""
+        return self.record.tools
+
+    @property
+    def context(self) -> Any:
+        return self.record.context
+
+    @property
+    def ended(self) -> tuple[int, str] | None:
+        """The close code and reason once the session has ended, else None."""
+        return self.record.ended
+
+    def take_events(self) -> list[AgentInput]:
+        """What the client did since the last call, in order, for the agent."""
+        events, self._events = self._events, []
+        return events
+
+    def take_outbox(self) -> list[Output]:
+        """Frames for the bound connection, in order (its connection takes them)."""
+        out = self._outbox
+        if not out:
+            return []
+        self._outbox = []
+        return out
+
+    def close(self, reason: str = "session closed", code: int = CloseCode.NORMAL) -> None:
+        """End the session (§5.6): its connection, if any, closes with ``code``; nothing
+        resumes it."""
+        if self.record.ended is None:
+            self.record.ended = (code, reason)
+            self.record.expires_at = None
+
+    def attach(self, connection: ServerConnection) -> None:
+        """``connection`` binds the session (``ServerConnection.open``)."""
+        self.connection = connection
+        self._outbox = []
+        self._announced = None  # §8.3: a resumed connection starts without a current item
+        self.record.expires_at = None
+
+    def park(self, now: float) -> None:
+        """The connection ended: wait ``resume_window`` for a resume (§5.1)."""
+        self.connection = None
+        self._outbox = None
+        self._announced = None
+        if self.record.ended is None:
+            self.record.expires_at = now + self.config.resume_window
+
+    # -- sending --
+
+    def _send(self, message: Message) -> None:
+        """A sequenced message: numbered, kept for resume, written if connected."""
+        if self.record.ended is not None:
+            return
+        data = self.outgoing.send(message)
+        if self._outbox is not None:
+            self._outbox.append(SendText(data=data))
+        if self.outgoing.exhausted:
+            # §4.1: nothing may follow seq 4294967295; the client opens a new session.
+            self.close("sequence numbers exhausted; open a new session")
+
+    def send_transient(self, message: Message) -> None:
+        """A transient message (§4.1) on the bound connection; lost while parked."""
+        if self._outbox is not None:
+            self._outbox.append(SendText(data=encode(message, 0)))
+
+    def send_error(self, code: str, message: str, recoverable: bool) -> None:
+        """A sequenced ``error`` (§4.1: errors are sequenced once a session is bound)."""
+        self._send(Error(code=code, message=message, recoverable=recoverable))
+
+    # -- client input (from the bound connection) --
+
+    def receive_sequenced(self, decoded: Decoded[Any], now: float) -> None:
+        """§5.1 open × sequenced message: deduplicate (§4.3), handle, acknowledge."""
+        if self.incoming.receive(decoded.seq, now):
+            message = decoded.message
+            self._handlers[type(message)](message, now)
+        # A duplicate is not handled again, but is acknowledged again (§4.3).
+
+    def receive_ack(self, ack: Ack) -> None:
+        self.outgoing.ack(ack.up_to)
+
+    def receive_audio(self, payload: bytes, seq: int) -> None:
+        self._events.append(AudioReceived(payload=payload, seq=seq))
+
+    def pong(self) -> None:
+        self.send_transient(Pong())
+
+    def _on_text(self, message: UserText, now: float) -> None:
+        self._interrupt_in_flight("user")  # §6.3
+        self._events.append(UserTextReceived(text=message.text))
+
+    def _on_interrupt(self, message: Interrupt, now: float) -> None:
+        turn = self.record.turn
+        # messages.md: a stale interrupt (naming an epoch before the response's) has no effect.
+        if turn is not None and turn.epoch <= message.epoch:
+            self._interrupt_in_flight(message.reason)
+
+    def _on_tool_result(self, result: ToolResult, now: float) -> None:
+        call = self.record.calls.get(result.call_id)
+        if call is None or not call.client or not call.issued:
+            return  # §7.2: unknown or already settled: ignored
+        if result.ok:
+            self._settle(call, True, output=result.output)
+        else:
+            code = result.code if result.code is not UNSET else "FAILED"
+            message = result.message if isinstance(result.message, str) else None
+            self._settle(call, False, code=code, message=message)
+
+    def _on_context(self, message: ContextUpdate, now: float) -> None:
+        self.record.context = message.context
+        self._events.append(ContextChanged(context=message.context))
+
+    def _on_playback(self, playback: Playback, now: float) -> None:
+        item = self.record.items.get(playback.item_id)
+        played = playback.played_ms
+        if item is not None:
+            played = min(played, int(item.sent_ms))
+        self._events.append(
+            PlaybackReported(
+                item_id=playback.item_id,
+                played_ms=played,
+                turn_id=item.turn_id if item is not None else None,
+            )
+        )
+
+    # -- timers --
+
+    def timer_deadline(self) -> float | None:
+        """The earliest of the ack deadline (§4.2, while connected), the tool timeouts
+        (§7.2, parked or not) and the end of the resume window (§5.1, while parked)."""
+        if self.record.ended is not None:
+            return None
+        deadline = self.record.calls.next_deadline()
+        if self._outbox is not None:
+            ack = self.incoming.ack_deadline()
+            if ack is not None and (deadline is None or ack < deadline):
+                deadline = ack
+        expires = self.record.expires_at
+        if expires is not None and (deadline is None or expires < deadline):
+            deadline = expires
+        return deadline
+
+    def on_timer(self, now: float) -> None:
+        if self.record.ended is not None:
+            return
+        if self._outbox is not None:
+            up_to = self.incoming.take_ack(now)
+            if up_to is not None:
+                self.send_transient(Ack(up_to=up_to))
+        for call in self.record.calls.due(now):
+            self._settle(call, False, code="TIMEOUT", message="no result arrived in time")
+        expires = self.record.expires_at
+        if expires is not None and now >= expires:
+            self.close("resume window expired")
+
+    # -- agent side: turns --
+
+    @property
+    def turn_id(self) -> str | None:
+        """The turn in progress, if any."""
+        turn = self.record.turn
+        return turn.id if turn is not None else None
+
+    @property
+    def response_in_flight(self) -> bool:
+        turn = self.record.turn
+        return turn is not None and turn.state != "listening"
+
+    def begin_turn(self, state: TurnStateName = "thinking") -> str:
+        """Start a turn in ``state``: a new epoch and turn id (§6.1). A turn still in
+        progress ends first (idle)."""
+        if state == "idle":
+            raise LocalProtocolError("a turn begins in listening, thinking, speaking or acting")
+        if self.record.turn is not None:
+            self.end_turn(self.record.turn.id)
+        self.record.epoch += 1
+        turn = Turn(new_id("t_"), self.record.epoch, state)
+        self.record.turn = turn
+        self._send(TurnState(turn_id=turn.id, epoch=turn.epoch, state=state))
+        return turn.id
+
+    def set_state(self, turn_id: str, state: TurnStateName) -> bool:
+        """Report the turn's new state; ``idle`` ends it. False if the turn is over."""
+        turn = self._turn(turn_id)
+        if turn is None:
+            return False
+        if state == "idle":
+            return self.end_turn(turn_id)
+        if turn.state != state:
+            turn.state = state
+            self._send(TurnState(turn_id=turn.id, epoch=turn.epoch, state=state))
+        return True
+
+    def end_turn(self, turn_id: str) -> bool:
+        """The turn is done: ``turn.state idle``. False if it was already over."""
+        turn = self._turn(turn_id)
+        if turn is None:
+            return False
+        for call in self.record.calls.of_turn(turn.id):
+            if not call.issued:  # its arguments can no longer complete
+                self.fail_tool_call(call.call_id, "the turn ended before the call was issued")
+        self.record.turn = None
+        self._send(TurnState(turn_id=turn.id, epoch=turn.epoch, state="idle"))
+        return True
+
+    def user_started_speaking(self) -> str:
+        """Speech detected: interrupt the response in flight (§6.2, reason speech), then
+        begin a ``listening`` turn, or keep the listening turn in progress."""
+        turn = self.record.turn
+        if turn is not None and turn.state == "listening":
+            return turn.id
+        self._interrupt_in_flight("speech", tell_agent=False)
+        return self.begin_turn("listening")
+
+    def interrupt_response(self, reason: str = "server") -> bool:
+        """Interrupt the response in flight on the server's own initiative (§6.2)."""
+        return self._interrupt_in_flight(reason, tell_agent=False)
+
+    def _interrupt_in_flight(self, reason: str, *, tell_agent: bool = True) -> bool:
+        """§6.2 server side: stop the response in flight, if any, close its epoch, settle
+        its client calls as INTERRUPTED and send ``interrupted``. The agent hears of it
+        unless it asked for it (``tell_agent`` False)."""
+        turn = self.record.turn
+        if turn is None or turn.state == "listening":
+            return False
+        closed = turn.epoch
+        for call in self.record.calls.of_closed_epoch(closed):
+            was_issued = call.issued
+            self.record.calls.advance(call.call_id, "cancelled")
+            if self._tool_stream:
+                self._send(self._stream_message(call, "cancelled"))
+            if call.client and was_issued:
+                self._events.append(
+                    _settled(call, False, code="INTERRUPTED", message="the turn was interrupted")
+                )
+        self.record.turn = None
+        self.record.epoch += 1  # §6.1: the epoch increases when a turn is interrupted
+        self._send(Interrupted(epoch=closed))
+        if tell_agent:
+            self._events.append(ResponseInterrupted(turn_id=turn.id, epoch=closed, reason=reason))
+        return True
+
+    def _turn(self, turn_id: str) -> Turn | None:
+        turn = self.record.turn
+        return turn if turn is not None and turn.id == turn_id else None
+
+    # -- agent side: text, transcripts, errors --
+
+    def send_text(self, turn_id: str, text: str) -> bool:
+        """One chunk of the agent's text. Dropped (False) when the turn is over."""
+        if self._turn(turn_id) is None:
+            return False
+        self._send(AgentText(text=text, turn_id=turn_id))
+        return True
+
+    def send_transcript(
+        self,
+        role: Literal["user", "agent"],
+        text: str,
+        *,
+        final: bool = True,
+        item_id: str | None = None,
+        turn_id: str | None = None,
+    ) -> bool:
+        """A transcript; an agent transcript of a turn that is over is dropped."""
+        if role == "agent" and turn_id is not None and self._turn(turn_id) is None:
+            return False
+        self._send(Transcript(role=role, text=text, final=final, item_id=item_id, turn_id=turn_id))
+        return True
+
+    def agent_error(self, message: str, *, recoverable: bool = True) -> None:
+        """``error AGENT_ERROR`` (§9.2), e.g. when the model connection fails."""
+        self.send_error(ErrorCode.AGENT_ERROR, message, recoverable)
+
+    # -- agent side: audio --
+
+    def start_audio(self, turn_id: str, item_id: str | None = None) -> str | None:
+        """Begin an output audio item of the turn (§8.3); None when the turn is over."""
+        turn = self._turn(turn_id)
+        if turn is None:
+            return None
+        item = Item(item_id or new_id("i_"), turn.id, turn.epoch)
+        items = self.record.items
+        items[item.id] = item
+        while len(items) > self.config.remembered_items:
+            del items[next(iter(items))]
+        self._announce(item)
+        return item.id
+
+    def _announce(self, item: Item) -> None:
+        self.send_transient(AudioStart(item_id=item.id, turn_id=item.turn_id, epoch=item.epoch))
+        self._announced = item.id if self._outbox is not None else None
+
+    def send_audio(self, item_id: str, payload: bytes, played_ms: float | None = None) -> bool:
+        """One output frame of ``item_id``; False when its turn is over (§6.2: audio of a
+        closed epoch is never sent). While parked the frame is lost (audio is never
+        resent, §5.4), but the turn goes on, so that is still True. ``played_ms`` is the
+        frame's duration when the agent knows it better than :func:`duration_ms`."""
+        item = self.record.items.get(item_id)
+        turn = self.record.turn
+        if item is None or turn is None or turn.epoch != item.epoch:
+            return False
+        out = self._outbox
+        if out is None:
+            return True
+        item.sent_ms += (
+            played_ms if played_ms is not None else duration_ms(payload, self.record.output)
+        )
+        if self._announced != item_id:
+            self._announce(item)
+        seq = self.record.audio_out_seq
+        self.record.audio_out_seq = next_audio_seq(seq)
+        out.append(SendBinary(data=build_frame(FrameKind.OUTPUT, seq, payload)))
+        return True
+
+    # -- agent side: tool calls --
+
+    def start_tool_call(
+        self,
+        turn_id: str,
+        name: str,
+        *,
+        provider_id: str | None = None,
+        server_side: bool = False,
+    ) -> str | None:
+        """A tool call begins (its arguments may stream). Returns its public ``callId``,
+        a new one for every call even when the provider reuses its own id (§6.3), or None
+        when the turn is over or the client does not host ``name``."""
+        turn = self._turn(turn_id)
+        if turn is None or (not server_side and name not in self.record.tools):
+            return None
+        call = Call(new_id("c_"), provider_id, name, turn.id, turn.epoch, not server_side)
+        self.record.calls.add(call)
+        if self._tool_stream:
+            self._send(self._stream_message(call, "start"))
+        return call.call_id
+
+    def tool_arguments_delta(self, call_id: str, delta: str) -> bool:
+        """The next fragment of the arguments' JSON text: a preview (§7.4) or an
+        ``arguments-delta`` (§7.5)."""
+        call = self.record.calls.advance(call_id, "arguments-delta")
+        if call is None:
+            return False
+        if self._tool_stream:
+            self._send(self._stream_message(call, "arguments-delta", delta=delta))
+        else:
+            self._send(
+                ToolCallDelta(
+                    call_id=call.call_id,
+                    turn_id=call.turn_id,
+                    epoch=call.epoch,
+                    preview={"argumentsDelta": delta},
+                )
+            )
+        return True
+
+    def issue_tool_call(self, call_id: str, arguments: Any, now: float) -> bool:
+        """The arguments are complete: a client call is sent as ``tool.call`` and awaits
+        its result (timing out after ``tool_timeout``); a server call starts running."""
+        calls = self.record.calls
+        call = calls.get(call_id)
+        if call is None or not call.may_become("arguments-complete"):
+            return False
+        if call.client and calls.awaiting_result() >= self.config.max_pending_calls:
+            self.fail_tool_call(call_id, "too many tool calls await a result (§11)")
+            return False
+        calls.advance(call_id, "arguments-complete")
+        if self._tool_stream:
+            self._send(self._stream_message(call, "arguments-complete", arguments=arguments))
+        if call.client:
+            call.deadline = now + self.config.tool_timeout
+            self._send(
+                ToolCall(
+                    call_id=call.call_id,
+                    name=call.name,
+                    arguments=arguments,
+                    turn_id=call.turn_id,
+                    epoch=call.epoch,
+                )
+            )
+        return True
+
+    def is_client_call(self, call_id: str) -> bool:
+        """Whether ``call_id`` is a client tool call still awaiting its result."""
+        call = self.record.calls.get(call_id)
+        return call is not None and call.client
+
+    def tool_progress(self, call_id: str, progress: Any) -> bool:
+        """Progress a running server tool reports; visible only with tool-stream-v1 (§7.5)."""
+        call = self.record.calls.get(call_id)
+        if call is None or call.client or not call.may_become("progress"):
+            return False
+        self.record.calls.advance(call_id, "progress")
+        if self._tool_stream:
+            self._send(self._stream_message(call, "progress", progress=progress))
+        return True
+
+    def settle_server_call(self, call_id: str, ok: bool, code: FailureCode | None = None) -> bool:
+        """A server tool finished; its output is never sent to the client (§7.5)."""
+        call = self.record.calls.get(call_id)
+        if call is None or call.client or not call.may_become("settled"):
+            return False
+        self._settle(call, ok, code=None if ok else (code or "FAILED"))
+        return True
+
+    def fail_tool_call(self, call_id: str, message: str) -> bool:
+        """The model stopped before completing the arguments: the call is never issued."""
+        call = self.record.calls.advance(call_id, "failed")
+        if call is None:
+            return False
+        if self._tool_stream:
+            self._send(self._stream_message(call, "failed", message=message))
+        return True
+
+    def _settle(
+        self,
+        call: Call,
+        ok: bool,
+        *,
+        output: Any = None,
+        code: FailureCode | None = None,
+        message: str | None = None,
+    ) -> None:
+        self.record.calls.advance(call.call_id, "settled")
+        if self._tool_stream:
+            failure = {} if ok else {"code": code or "FAILED"}
+            self._send(self._stream_message(call, "settled", ok=ok, **failure))
+        if call.client:
+            self._events.append(_settled(call, ok, output=output, code=code, message=message))
+
+    def _stream_message(self, call: Call, phase: ToolStreamPhase, **members: Any) -> ToolStream:
+        check_gated(ToolStream.TYPE, self.record.capabilities)
+        return ToolStream(
+            call_id=call.call_id,
+            name=call.name,
+            turn_id=call.turn_id,
+            epoch=call.epoch,
+            phase=phase,
+            **members,
+        )
+
+
+def _settled(
+    call: Call,
+    ok: bool,
+    *,
+    output: Any = None,
+    code: FailureCode | None = None,
+    message: str | None = None,
+) -> ToolSettled:
+    return ToolSettled(
+        call_id=call.call_id,
+        provider_id=call.provider_id,
+        name=call.name,
+        turn_id=call.turn_id,
+        ok=ok,
+        output=output,
+        code=code,
+        message=message,
+    )
+
+
+def _format(value: Format | Any) -> Format | None:
+    return value if isinstance(value, Format) else None
