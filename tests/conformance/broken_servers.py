@@ -80,7 +80,7 @@ def _reused_ids() -> contextlib.AbstractContextManager[Any]:
     def new_id(prefix: str) -> str:
         return next(cycle) if prefix == "c_" else original(prefix)
 
-    return mock.patch("vrt.protocol.server.session.new_id", new_id)
+    return mock.patch("vrt.protocol.server.agent_tools.new_id", new_id)
 
 
 # --- 3. previews even with tool-stream-v1 (§7.4) --------------------------------------

@@ -33,6 +33,7 @@ __all__ = [
     "ClientAction",
     "ClientInput",
     "ClientState",
+    "CompiledRows",
     "Row",
     "ServerAction",
     "ServerInput",
@@ -44,6 +45,7 @@ __all__ = [
 S = TypeVar("S", bound=StrEnum)
 In = TypeVar("In", bound=StrEnum)
 A = TypeVar("A", bound=StrEnum)
+F = TypeVar("F")
 
 
 class Row(msgspec.Struct, Generic[S, In, A], frozen=True, kw_only=True):
@@ -89,6 +91,33 @@ class Transitions(Generic[S, In, A]):
             return self._by_state[state][input]
         except KeyError:
             raise LocalProtocolError(f"{input} is not possible in state {state} (§5.1)") from None
+
+    def compile(
+        self, states: Iterable[S], actions: Mapping[A, F]
+    ) -> dict[S, CompiledRows[In, F, S]]:
+        """Per state, input → (what performs the row's action, next state): what a
+        state machine looks up for every input. A missing row raises LocalProtocolError."""
+        return {
+            state: CompiledRows(
+                state,
+                {
+                    input: (actions[row.action], row.next)
+                    for input, row in self.for_state(state).items()
+                },
+            )
+            for state in states
+        }
+
+
+class CompiledRows(dict[In, tuple[F, S | None]]):
+    """One state's rows, compiled: input → (action, next state)."""
+
+    def __init__(self, state: S, rows: Mapping[In, tuple[F, S | None]]) -> None:
+        super().__init__(rows)
+        self.state = state
+
+    def __missing__(self, input: In) -> tuple[F, S | None]:
+        raise LocalProtocolError(f"{input} is not possible in state {self.state} (§5.1)")
 
 
 # --- §5.1, server behaviour per connection --------------------------------------------

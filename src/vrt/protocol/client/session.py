@@ -15,7 +15,6 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import Any, Final, TypeAlias
 
-from ..capabilities import TOOL_STREAM
 from ..codec import DEFAULT_LIMITS, Decoded, Invalid, Limits, encode, shared_decoder
 from ..errors import ErrorCode, LocalProtocolError
 from ..formats import duration_ms
@@ -27,7 +26,6 @@ from ..messages import (
     AudioStart,
     ContextUpdate,
     Error,
-    FailureCode,
     Format,
     Hello,
     Interrupt,
@@ -47,25 +45,21 @@ from ..messages import (
 )
 from ..outputs import Close, CloseCode, Output, SendBinary, SendText
 from ..streams import DEFAULT_MAX_KEPT, IncomingStream, OutgoingStream
-from ..tables import CLIENT_TABLE, TOOL_STREAM_TERMINAL, ClientAction, ClientInput, ClientState
+from ..tables import CLIENT_TABLE, ClientAction, ClientInput, ClientState
 from .calls import ToolQueue
 from .events import (
     AudioChunk,
     AudioStarted,
-    CancelTool,
     ClientEvent,
     Connected,
     ErrorReceived,
-    InterruptedEpoch,
     PlaybackStop,
-    RunTool,
     SessionFailed,
     TextReceived,
-    ToolPreview,
-    ToolStreamUpdate,
     TranscriptReceived,
     TurnChanged,
 )
+from .gate import EpochGate
 
 __all__ = ["DEAD_AFTER_INTERVALS", "PING_INTERVAL", "ClientSession"]
 
@@ -75,8 +69,6 @@ PING_INTERVAL: Final = 15.0
 DEAD_AFTER_INTERVALS: Final = 2.5
 #: Audio items remembered for playback reports (§8.4).
 REMEMBERED_ITEMS: Final = 64
-#: tool-stream-v1 calls whose last phase is remembered (§7.5).
-REMEMBERED_STREAMS: Final = 256
 
 _Action: TypeAlias = Callable[["ClientSession", Any, float], None]
 
@@ -90,7 +82,7 @@ class _Item:
         self.received_ms = 0.0
 
 
-class ClientSession:
+class ClientSession(EpochGate):
     """The client side of one session, across connections and resumes."""
 
     def __init__(
@@ -264,25 +256,6 @@ class ClientSession:
         self._input(ClientInput.SEND_AUDIO, payload, now)
         return sent
 
-    def tool_finished(
-        self,
-        call_id: str,
-        ok: bool,
-        now: float,
-        *,
-        output: Any = None,
-        code: FailureCode | None = None,
-        message: str | None = None,
-    ) -> bool:
-        """The running call ended. Sends its result unless it was already answered
-        (interrupted), then starts the next call. False when the outcome is discarded."""
-        call = self._calls.finish(call_id)
-        if call is None:
-            return False
-        sent = self._answer(call, ok, now, output=output, code=code, message=message)
-        self._next_call(now)
-        return sent
-
     # -- actions, one per ClientAction --
 
     def _send_hello(self, argument: None, now: float) -> None:
@@ -415,29 +388,6 @@ class ClientSession:
         self._outbox.append(SendText(data=data))
         self._last_sent = now
 
-    def _answer(
-        self,
-        call: ToolCall,
-        ok: bool,
-        now: float,
-        *,
-        output: Any = None,
-        code: FailureCode | None = None,
-        message: str | None = None,
-    ) -> bool:
-        """§7.2: exactly one tool.result per call."""
-        result = self._calls.answer(call, ok, output=output, code=code, message=message)
-        if result is None:
-            return False
-        if self.state is not ClientState.CLOSED:
-            self._input(ClientInput.SEND, result, now)
-        return True
-
-    def _answer_interrupted(self, call: ToolCall, now: float) -> bool:
-        return self._answer(
-            call, False, now, code="INTERRUPTED", message="the turn was interrupted"
-        )
-
     # -- internals: receiving --
 
     def _classify_ready(self, ready: Ready, now: float) -> None:
@@ -459,17 +409,6 @@ class ClientSession:
             )
             return
         self._input(ClientInput.READY, (ready, resend), now)
-
-    def _on_tool_call(self, call: ToolCall, now: float) -> None:
-        self._observe(call.epoch)
-        if self._calls.known(call.call_id):
-            return
-        if self._is_closed(call.epoch):
-            # §6.2: never start a call of a closed epoch; answer INTERRUPTED.
-            self._answer_interrupted(call, now)
-            return
-        self._calls.enqueue(call)
-        self._next_call(now)
 
     def _on_turn_state(self, message: TurnState, now: float) -> None:
         self._observe(message.epoch)
@@ -496,102 +435,9 @@ class ClientSession:
     def _on_interrupted(self, message: Interrupted, now: float) -> None:
         self._close_epoch(message.epoch, local=False, now=now)
 
-    def _on_preview(self, message: ToolCallDelta, now: float) -> None:
-        if not self._is_closed(message.epoch):  # §6.2: SHOULD discard closed previews
-            self._events.append(
-                ToolPreview(
-                    call_id=message.call_id,
-                    turn_id=message.turn_id,
-                    epoch=message.epoch,
-                    preview=message.preview,
-                )
-            )
-
-    def _on_tool_stream(self, message: ToolStream, now: float) -> None:
-        previous = self._streams.get(message.call_id)
-        if previous is not None and previous[0] in TOOL_STREAM_TERMINAL:
-            return  # after a terminal phase nothing more about the call counts (§7.5)
-        if self._is_closed(message.epoch):
-            return  # §7.5: SHOULD discard tool.stream of closed epochs
-        self._streams[message.call_id] = (message.phase, message)
-        if len(self._streams) > REMEMBERED_STREAMS:
-            del self._streams[next(iter(self._streams))]
-        self._events.append(
-            ToolStreamUpdate(
-                call_id=message.call_id,
-                name=message.name,
-                turn_id=message.turn_id,
-                epoch=message.epoch,
-                phase=message.phase,
-                message=message,
-            )
-        )
-
     def _on_error(self, error: Error, now: float) -> None:
         """A sequenced ``error`` (a session is bound)."""
         self._input(_error_input(error, self.state), error, now)
-
-    def _observe(self, epoch: int) -> None:
-        self.observed_epoch = max(self.observed_epoch, epoch)
-
-    def _is_closed(self, epoch: int) -> bool:
-        return self.closed_epoch is not None and epoch <= self.closed_epoch
-
-    # -- internals: the epoch gate and tools (§6.2, §7) --
-
-    def _close_epoch(self, epoch: int, *, local: bool, now: float) -> None:
-        if self.closed_epoch is not None and epoch <= self.closed_epoch:
-            return  # §6.2: an epoch already closed has no further effect
-        self.closed_epoch = epoch
-        self._events.append(PlaybackStop(epoch=epoch))
-        running = self._calls.running
-        if running is not None and self._is_closed(running.epoch):
-            # §7.2: answer at once; the tool's later outcome is discarded, and the next
-            # call need not wait for it.
-            self._calls.finish(running.call_id)
-            self._events.append(CancelTool(call_id=running.call_id))
-            self._answer_interrupted(running, now)
-        for call in self._calls.take_queued(self._is_closed):
-            self._answer_interrupted(call, now)
-        self._next_call(now)
-        if local and TOOL_STREAM in self.capabilities:
-            # §7.5: unterminated calls of the closed epoch count as cancelled at once.
-            for call_id, (phase, message) in list(self._streams.items()):
-                if phase not in TOOL_STREAM_TERMINAL and self._is_closed(message.epoch):
-                    self._streams[call_id] = ("cancelled", message)
-                    self._events.append(
-                        ToolStreamUpdate(
-                            call_id=call_id,
-                            name=message.name,
-                            turn_id=message.turn_id,
-                            epoch=message.epoch,
-                            phase="cancelled",
-                            message=None,
-                        )
-                    )
-        self._events.append(InterruptedEpoch(epoch=epoch, local=local))
-
-    def _next_call(self, now: float) -> None:
-        """§7.1: start the next queued call once the previous one has its result."""
-        while (call := self._calls.next()) is not None:
-            if self._is_closed(call.epoch):
-                self._answer_interrupted(call, now)
-            elif call.name not in self.tools:
-                self._answer(
-                    call, False, now, code="FAILED", message=f"no tool named {call.name!r}"
-                )
-            else:
-                self._calls.start(call)
-                self._events.append(
-                    RunTool(
-                        call_id=call.call_id,
-                        name=call.name,
-                        arguments=call.arguments,
-                        turn_id=call.turn_id,
-                        epoch=call.epoch,
-                    )
-                )
-                return
 
 
 def _error_input(error: Error, state: ClientState) -> ClientInput:
@@ -627,18 +473,5 @@ _ACTIONS: Final[Mapping[ClientAction, _Action]] = {
 }
 
 
-class _StateRows(dict[ClientInput, tuple[_Action, ClientState | None]]):
-    def __init__(self, state: ClientState) -> None:
-        super().__init__(
-            (input, (_ACTIONS[row.action], row.next))
-            for input, row in CLIENT_TABLE.for_state(state).items()
-        )
-        self._state = state
-
-    def __missing__(self, input: ClientInput) -> tuple[_Action, ClientState | None]:
-        CLIENT_TABLE.row(self._state, input)  # raises LocalProtocolError
-        raise AssertionError("unreachable")
-
-
 #: The table compiled once: per state, input → (action, next state).
-_COMPILED: Final = {state: _StateRows(state) for state in ClientState}
+_COMPILED: Final = CLIENT_TABLE.compile(ClientState, _ACTIONS)

@@ -350,18 +350,5 @@ _ACTIONS: Final[Mapping[ServerAction, _Action]] = {
 }
 
 
-class _StateRows(dict[ServerInput, tuple[_Action, ServerState | None]]):
-    def __init__(self, state: ServerState) -> None:
-        super().__init__(
-            (input, (_ACTIONS[row.action], row.next))
-            for input, row in SERVER_TABLE.for_state(state).items()
-        )
-        self._state = state
-
-    def __missing__(self, input: ServerInput) -> tuple[_Action, ServerState | None]:
-        SERVER_TABLE.row(self._state, input)  # raises LocalProtocolError
-        raise AssertionError("unreachable")
-
-
 #: The table compiled once: per state, input → (action, next state).
-_COMPILED: Final = {state: _StateRows(state) for state in ServerState}
+_COMPILED: Final = SERVER_TABLE.compile(ServerState, _ACTIONS)

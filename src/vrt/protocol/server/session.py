@@ -14,10 +14,9 @@ an agent never sees a seq, an ack or a closed epoch's leftovers.
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Literal, TypeAlias
+from typing import TYPE_CHECKING, Any, Literal
 
-from ..capabilities import TOOL_STREAM, check_gated, negotiate
+from ..capabilities import TOOL_STREAM, negotiate
 from ..codec import Decoded, encode
 from ..errors import ErrorCode, LocalProtocolError
 from ..formats import choose_format, duration_ms
@@ -31,7 +30,6 @@ from ..messages import (
     AudioStart,
     ContextUpdate,
     Error,
-    FailureCode,
     Format,
     Hello,
     Interrupt,
@@ -40,11 +38,7 @@ from ..messages import (
     Playback,
     Pong,
     Tool,
-    ToolCall,
-    ToolCallDelta,
     ToolResult,
-    ToolStream,
-    ToolStreamPhase,
     Transcript,
     TurnState,
     TurnStateName,
@@ -52,6 +46,7 @@ from ..messages import (
 )
 from ..outputs import CloseCode, Output, SendBinary, SendText
 from ..streams import IncomingStream, OutgoingStream
+from .agent_tools import AgentToolCalls, _settled
 from .config import ServerConfig
 from .events import (
     AgentInput,
@@ -59,59 +54,17 @@ from .events import (
     ContextChanged,
     PlaybackReported,
     ResponseInterrupted,
-    ToolSettled,
     UserTextReceived,
 )
-from .tools import Call, ToolCalls
+from .record import Item, SessionRecord, SessionStatus, Turn
 
 if TYPE_CHECKING:
     from .connection import ServerConnection
 
 __all__ = ["ServerSession", "SessionRecord", "SessionStatus"]
 
-SessionStatus: TypeAlias = Literal["connected", "parked", "closed"]
 
-
-@dataclass(slots=True)
-class Turn:
-    id: str
-    epoch: int
-    state: TurnStateName
-
-
-@dataclass(slots=True)
-class Item:
-    """An output audio item (§8.3) and how much of it was sent."""
-
-    id: str
-    turn_id: str
-    epoch: int
-    sent_ms: float = 0.0
-
-
-@dataclass(slots=True)
-class SessionRecord:
-    """Everything a session is apart from its streams: what a session store keeps."""
-
-    session_id: str
-    principal: str | None
-    capabilities: tuple[str, ...]
-    input: Format
-    output: Format
-    tools: dict[str, Tool]
-    context: Any = None
-    epoch: int = 0
-    turn: Turn | None = None
-    calls: ToolCalls = field(default_factory=ToolCalls)
-    items: dict[str, Item] = field(default_factory=dict)
-    audio_out_seq: int = 0
-    #: When a parked session closes, unless a connection resumes it first (§5.1).
-    expires_at: float | None = None
-    #: Set once the session ended: the close code and reason for its connection.
-    ended: tuple[int, str] | None = None
-
-
-class ServerSession:
+class ServerSession(AgentToolCalls):
     """One session, created by the driver for a new ``hello`` and bound to one
     connection at a time (§5.1)."""
 
@@ -496,152 +449,6 @@ class ServerSession:
         self.record.audio_out_seq = next_audio_seq(seq)
         out.append(SendBinary(data=build_frame(FrameKind.OUTPUT, seq, payload)))
         return True
-
-    # -- agent side: tool calls --
-
-    def start_tool_call(
-        self,
-        turn_id: str,
-        name: str,
-        *,
-        provider_id: str | None = None,
-        server_side: bool = False,
-    ) -> str | None:
-        """A tool call begins (its arguments may stream). Returns its public ``callId``,
-        a new one for every call even when the provider reuses its own id (§6.3), or None
-        when the turn is over or the client does not host ``name``."""
-        turn = self._turn(turn_id)
-        if turn is None or (not server_side and name not in self.record.tools):
-            return None
-        call = Call(new_id("c_"), provider_id, name, turn.id, turn.epoch, not server_side)
-        self.record.calls.add(call)
-        if self._tool_stream:
-            self._send(self._stream_message(call, "start"))
-        return call.call_id
-
-    def tool_arguments_delta(self, call_id: str, delta: str) -> bool:
-        """The next fragment of the arguments' JSON text: a preview (§7.4) or an
-        ``arguments-delta`` (§7.5)."""
-        call = self.record.calls.advance(call_id, "arguments-delta")
-        if call is None:
-            return False
-        if self._tool_stream:
-            self._send(self._stream_message(call, "arguments-delta", delta=delta))
-        else:
-            self._send(
-                ToolCallDelta(
-                    call_id=call.call_id,
-                    turn_id=call.turn_id,
-                    epoch=call.epoch,
-                    preview={"argumentsDelta": delta},
-                )
-            )
-        return True
-
-    def issue_tool_call(self, call_id: str, arguments: Any, now: float) -> bool:
-        """The arguments are complete: a client call is sent as ``tool.call`` and awaits
-        its result (timing out after ``tool_timeout``); a server call starts running."""
-        calls = self.record.calls
-        call = calls.get(call_id)
-        if call is None or not call.may_become("arguments-complete"):
-            return False
-        if call.client and calls.awaiting_result() >= self.config.max_pending_calls:
-            self.fail_tool_call(call_id, "too many tool calls await a result (§11)")
-            return False
-        calls.advance(call_id, "arguments-complete")
-        if self._tool_stream:
-            self._send(self._stream_message(call, "arguments-complete", arguments=arguments))
-        if call.client:
-            call.deadline = now + self.config.tool_timeout
-            self._send(
-                ToolCall(
-                    call_id=call.call_id,
-                    name=call.name,
-                    arguments=arguments,
-                    turn_id=call.turn_id,
-                    epoch=call.epoch,
-                )
-            )
-        return True
-
-    def is_client_call(self, call_id: str) -> bool:
-        """Whether ``call_id`` is a client tool call still awaiting its result."""
-        call = self.record.calls.get(call_id)
-        return call is not None and call.client
-
-    def tool_progress(self, call_id: str, progress: Any) -> bool:
-        """Progress a running server tool reports; visible only with tool-stream-v1 (§7.5)."""
-        call = self.record.calls.get(call_id)
-        if call is None or call.client or not call.may_become("progress"):
-            return False
-        self.record.calls.advance(call_id, "progress")
-        if self._tool_stream:
-            self._send(self._stream_message(call, "progress", progress=progress))
-        return True
-
-    def settle_server_call(self, call_id: str, ok: bool, code: FailureCode | None = None) -> bool:
-        """A server tool finished; its output is never sent to the client (§7.5)."""
-        call = self.record.calls.get(call_id)
-        if call is None or call.client or not call.may_become("settled"):
-            return False
-        self._settle(call, ok, code=None if ok else (code or "FAILED"))
-        return True
-
-    def fail_tool_call(self, call_id: str, message: str) -> bool:
-        """The model stopped before completing the arguments: the call is never issued."""
-        call = self.record.calls.advance(call_id, "failed")
-        if call is None:
-            return False
-        if self._tool_stream:
-            self._send(self._stream_message(call, "failed", message=message))
-        return True
-
-    def _settle(
-        self,
-        call: Call,
-        ok: bool,
-        *,
-        output: Any = None,
-        code: FailureCode | None = None,
-        message: str | None = None,
-    ) -> None:
-        self.record.calls.advance(call.call_id, "settled")
-        if self._tool_stream:
-            failure = {} if ok else {"code": code or "FAILED"}
-            self._send(self._stream_message(call, "settled", ok=ok, **failure))
-        if call.client:
-            self._events.append(_settled(call, ok, output=output, code=code, message=message))
-
-    def _stream_message(self, call: Call, phase: ToolStreamPhase, **members: Any) -> ToolStream:
-        check_gated(ToolStream.TYPE, self.record.capabilities)
-        return ToolStream(
-            call_id=call.call_id,
-            name=call.name,
-            turn_id=call.turn_id,
-            epoch=call.epoch,
-            phase=phase,
-            **members,
-        )
-
-
-def _settled(
-    call: Call,
-    ok: bool,
-    *,
-    output: Any = None,
-    code: FailureCode | None = None,
-    message: str | None = None,
-) -> ToolSettled:
-    return ToolSettled(
-        call_id=call.call_id,
-        provider_id=call.provider_id,
-        name=call.name,
-        turn_id=call.turn_id,
-        ok=ok,
-        output=output,
-        code=code,
-        message=message,
-    )
 
 
 def _format(value: Format | Any) -> Format | None:

@@ -1,0 +1,52 @@
+"""What a server session is, apart from its streams: the data a session store keeps."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Literal, TypeAlias
+
+from ..messages import Format, Tool, TurnStateName
+from .tools import ToolCalls
+
+__all__ = ["Item", "SessionRecord", "SessionStatus", "Turn"]
+
+SessionStatus: TypeAlias = Literal["connected", "parked", "closed"]
+
+
+@dataclass(slots=True)
+class Turn:
+    id: str
+    epoch: int
+    state: TurnStateName
+
+
+@dataclass(slots=True)
+class Item:
+    """An output audio item (§8.3) and how much of it was sent."""
+
+    id: str
+    turn_id: str
+    epoch: int
+    sent_ms: float = 0.0
+
+
+@dataclass(slots=True)
+class SessionRecord:
+    """Everything a session is apart from its streams: what a session store keeps."""
+
+    session_id: str
+    principal: str | None
+    capabilities: tuple[str, ...]
+    input: Format
+    output: Format
+    tools: dict[str, Tool]
+    context: Any = None
+    epoch: int = 0
+    turn: Turn | None = None
+    calls: ToolCalls = field(default_factory=ToolCalls)
+    items: dict[str, Item] = field(default_factory=dict)
+    audio_out_seq: int = 0
+    #: When a parked session closes, unless a connection resumes it first (§5.1).
+    expires_at: float | None = None
+    #: Set once the session ended: the close code and reason for its connection.
+    ended: tuple[int, str] | None = None
