@@ -191,7 +191,6 @@ class TestFrames:
             lambda: tone(20, OPUS),
             lambda: silence(20, OPUS),
             lambda: frame_bytes(OPUS),
-            lambda: duration_ms(b"x", OPUS),
             lambda: rms(b"x", OPUS),
             lambda: EnergyVad().feed(b"x", OPUS),
         ],

@@ -20,6 +20,7 @@ import sys
 from array import array
 from typing import Final, Literal, NamedTuple
 
+from .protocol.formats import duration_ms
 from .protocol.messages import Format
 
 __all__ = [
@@ -37,15 +38,6 @@ __all__ = [
 _BIG_ENDIAN: Final = sys.byteorder == "big"
 _BIAS: Final = 0x84  # G.711 µ-law bias for 16-bit input (33 in 14-bit units)
 _CLIP: Final = 32635  # largest magnitude that still fits after adding the bias
-
-
-def _encode_sample(sample: int) -> int:
-    """One 16-bit sample to its µ-law byte (used to build the encode table)."""
-    sign = 0x80 if sample < 0 else 0
-    magnitude = min(-sample if sample < 0 else sample, _CLIP) + _BIAS
-    exponent = magnitude.bit_length() - 8  # segment: magnitude + bias is in [2^(e+7), 2^(e+8))
-    mantissa = (magnitude >> (exponent + 3)) & 0x0F
-    return ~(sign | (exponent << 4) | mantissa) & 0xFF
 
 
 def _decode_byte(code: int) -> int:
@@ -160,13 +152,6 @@ def frame_bytes(fmt: Format, ms: float = 20) -> int:
     _reject_opus(fmt)
     count = _sample_count(ms, fmt.rate)
     return 2 * count if fmt.encoding == "pcm16" else count
-
-
-def duration_ms(payload: bytes, fmt: Format) -> float:
-    """How long ``payload`` plays, in milliseconds."""
-    _reject_opus(fmt)
-    count = len(payload) // 2 if fmt.encoding == "pcm16" else len(payload)
-    return count * 1000.0 / fmt.rate
 
 
 def rms(payload: bytes, fmt: Format) -> float:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import os
 import signal
 import ssl
 import sys
@@ -15,6 +16,7 @@ import typer
 
 from . import __version__
 from .agents import DEFAULT_AGENT, AgentSetupError, load_agent
+from .protocol.codec import check_encoding
 from .protocol.server import ServerConfig
 from .protocol.streams import DEFAULT_MAX_KEPT
 
@@ -134,6 +136,8 @@ def serve(
     logging.basicConfig(
         level=log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s"
     )
+    if os.environ.get("VRT_STRICT") == "1":  # development: check every message sent
+        check_encoding(True)
     if logging.getLogger().level > logging.DEBUG:
         # picows logs every accepted and closed connection at INFO; vrt's own lines say
         # what happens to sessions. Its warnings and errors still show.

@@ -56,6 +56,7 @@ __all__ = [
     "Decoder",
     "Invalid",
     "Limits",
+    "check_encoding",
     "decode_client",
     "decode_server",
     "encode",
@@ -522,10 +523,36 @@ def encode(message: Message, seq: int = 0) -> bytes:
     """
     try:
         if not _has_extra(message):
-            return b'{"v":1,"seq":%d,%b' % (seq, _ENCODER.encode(message)[1:])
-        wire = {"v": 1, "seq": seq}
-        for key, item in _wire_object(message).items():
-            wire.setdefault(key, item)
-        return _ENCODER.encode(wire)
+            data = b'{"v":1,"seq":%d,%b' % (seq, _ENCODER.encode(message)[1:])
+        else:
+            wire = {"v": 1, "seq": seq}
+            for key, item in _wire_object(message).items():
+                wire.setdefault(key, item)
+            data = _ENCODER.encode(wire)
     except (TypeError, ValueError, msgspec.EncodeError) as exc:
         raise LocalProtocolError(f"{message.TYPE} cannot be encoded: {exc}") from exc
+    if _checking[0]:
+        _check_encoded(message, data)
+    return data
+
+
+#: Whether :func:`encode` checks what it writes (see :func:`check_encoding`).
+_checking: list[bool] = [False]
+
+
+def check_encoding(enabled: bool = True) -> None:
+    """Check every message :func:`encode` writes against the schemas, as its receiver
+    would decode it, and raise :class:`LocalProtocolError` for one the spec forbids
+    (a negative epoch, a member out of range, a seq of the wrong class). The tests run
+    with it on; ``vrt serve`` turns it on when ``VRT_STRICT=1`` is set. It costs one
+    decode per message, so production leaves it off."""
+    _checking[0] = enabled
+
+
+def _check_encoded(message: Message, data: bytes) -> None:
+    sender: Sender = "client" if type(message) in CLIENT_TYPES else "server"
+    decoded = shared_decoder(sender).decode(data)
+    if isinstance(decoded, Invalid):
+        raise LocalProtocolError(
+            f"{message.TYPE} breaks the protocol ({decoded.code}): {decoded.reason}"
+        )

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from enum import StrEnum
 
-__all__ = ["INVALID_MESSAGE_CODES", "ErrorCode", "LocalProtocolError", "recoverable_by_default"]
+__all__ = ["ErrorCode", "LocalProtocolError", "recoverable_by_default"]
 
 
 class ErrorCode(StrEnum):
@@ -32,14 +32,6 @@ class ErrorCode(StrEnum):
     LIMIT_EXCEEDED = "LIMIT_EXCEEDED"
     RATE_LIMITED = "RATE_LIMITED"
 
-
-#: The four codes of §9.1, in the order a receiver checks them.
-INVALID_MESSAGE_CODES = (
-    ErrorCode.MALFORMED,
-    ErrorCode.UNSUPPORTED_VERSION,
-    ErrorCode.UNKNOWN_TYPE,
-    ErrorCode.INVALID_FIELD,
-)
 
 _NOT_RECOVERABLE = frozenset(
     {

@@ -22,7 +22,7 @@ from ..outputs import Close, CloseCode, Output, SendText
 from ..tables import SERVER_TABLE, ServerAction, ServerInput, ServerState
 from .config import ServerConfig
 from .events import HelloReceived
-from .session import ServerSession
+from .session import BoundConnection, ServerSession
 
 __all__ = ["ServerConnection"]
 
@@ -153,7 +153,7 @@ class ServerConnection:
         """§5.1: ``error START_FAILED``, close 1011."""
         self._input(ServerInput.START_FAILED, reason, 0.0)
 
-    def open(self, session: ServerSession, now: float) -> ServerConnection | None:
+    def open(self, session: ServerSession, now: float) -> BoundConnection | None:
         """Bind ``session`` (new, or the one ``hello.sessionId`` names) and send ``ready``.
 
         For a resume, resends what the client missed (§5.4), or refuses with
@@ -179,9 +179,15 @@ class ServerConnection:
         for decoded in kept:  # §5.1: the messages kept while opening, handled after ready
             self._input(ServerInput.SEQUENCED if decoded.seq else ServerInput.ACK, decoded, now)
         if replaced is not None and replaced is not self:
-            replaced._input(ServerInput.REPLACED, None, now)
+            replaced.replaced(now)
             return replaced
         return None
+
+    def replaced(self, now: float) -> None:
+        """A newer connection resumed this one's session (§5.4): close 4000; the
+        session is no longer this connection's to park."""
+        self.session = None
+        self._input(ServerInput.REPLACED, None, now)
 
     # -- actions, one per ServerAction --
 
@@ -221,9 +227,6 @@ class ServerConnection:
 
     def _ready(self, opened: tuple[ServerSession, list[bytes]], now: float) -> None:
         session, resend = opened
-        replaced = session.connection
-        if replaced is not None and replaced is not self:
-            replaced.session = None  # it no longer parks the session when it goes
         self.session = session
         session.attach(self)
         hello = self.hello

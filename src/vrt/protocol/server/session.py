@@ -14,7 +14,7 @@ an agent never sees a seq, an ack or a closed epoch's leftovers.
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any, Literal
+from typing import Any, Literal, Protocol
 
 from ..capabilities import TOOL_STREAM, negotiate
 from ..codec import Decoded, encode
@@ -58,8 +58,14 @@ from .events import (
 )
 from .record import Item, SessionRecord, SessionStatus, Turn
 
-if TYPE_CHECKING:
-    from .connection import ServerConnection
+
+class BoundConnection(Protocol):
+    """The connection a session is bound to, as the session sees it (§5.4: a newer
+    connection resuming the session replaces it)."""
+
+    def replaced(self, now: float) -> None:
+        """A newer connection took the session: close 4000, and park nothing."""
+
 
 __all__ = ["ServerSession", "SessionRecord", "SessionStatus"]
 
@@ -95,7 +101,7 @@ class ServerSession(AgentToolCalls):
         self.outgoing = OutgoingStream(config.max_unacked)
         self.incoming = IncomingStream()
         #: The connection the session is bound to; None while parked or closed.
-        self.connection: ServerConnection | None = None
+        self.connection: BoundConnection | None = None
         self._events: list[AgentInput] = []
         #: Frames for the bound connection; None while parked (nothing is written).
         self._outbox: list[Output] | None = None
@@ -167,7 +173,7 @@ class ServerSession(AgentToolCalls):
             self.record.ended = (code, reason)
             self.record.expires_at = None
 
-    def attach(self, connection: ServerConnection) -> None:
+    def attach(self, connection: BoundConnection) -> None:
         """``connection`` binds the session (``ServerConnection.open``)."""
         self.connection = connection
         self._outbox = []

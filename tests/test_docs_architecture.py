@@ -1,0 +1,33 @@
+"""docs/architecture.md shows the §5.1 tables exactly as they are in the code
+(``vrt.protocol.tables``), so that a newcomer finds a behaviour's row in one step."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from typing import Final
+
+import pytest
+
+from vrt.protocol.tables import CLIENT_TABLE, SERVER_TABLE, markdown
+
+DOC: Final = Path(__file__).resolve().parents[1] / "docs" / "architecture.md"
+
+
+def shown(name: str) -> str:
+    found = re.search(rf"<!-- table: {name} -->\n(.*?)\n<!-- /table -->", DOC.read_text(), re.S)
+    assert found is not None, f"docs/architecture.md has no table {name!r}"
+    return found.group(1)
+
+
+@pytest.mark.parametrize(
+    ("name", "rendered"),
+    [
+        ("server", markdown(SERVER_TABLE, "Connection state")),
+        ("client", markdown(CLIENT_TABLE, "Client state")),
+    ],
+)
+def test_the_doc_shows_the_table_in_the_code(name: str, rendered: str) -> None:
+    assert shown(name) == rendered, (
+        f"regenerate the {name} table of docs/architecture.md from vrt.protocol.tables.markdown"
+    )
