@@ -1,12 +1,14 @@
 """``vrt chat``: talk to any vRT server from a terminal.
 
 Each line typed is sent as user text (§6.3); the agent's text streams onto one line
-per turn, with transcripts, turn states, tool activity and errors around it. The
-client hosts two demo tools, ``get_time()`` and ``add(a, b)``. Ctrl-C while a
-response is in flight interrupts it (§6.2, reason ``keyboard``); a second Ctrl-C
-within two seconds, or one while nothing is in flight, quits, as do ``/quit`` and
-the end of input. With ``--audio`` (and the ``sounddevice`` package) the microphone
-and the speaker are used as well.
+per turn, its chunks joined exactly as sent, with transcripts, turn states, tool
+activity and errors around it. The client hosts two demo tools, ``get_time()`` and
+``add(a, b)``. Ctrl-C while a response is in flight interrupts it (§6.2, reason
+``keyboard``); a second Ctrl-C within two seconds, or one while nothing is in flight,
+quits, as do ``/quit`` and the end of input (after the reply in flight). Input from a
+pipe is sent a line at a time, each after the reply to the one before. With
+``--audio`` (and the ``sounddevice`` package) the microphone and the speaker are used
+as well.
 """
 
 from __future__ import annotations
@@ -17,17 +19,19 @@ import importlib.util
 import json
 import os
 import signal
+import ssl
 import sys
 import threading
-from collections.abc import Callable
 from datetime import datetime
-from typing import Any, Final, TypeVar
+from pathlib import Path
+from typing import Any, Final
 from urllib.parse import urlsplit
 
 from rich.console import Console
 from rich.markup import escape
 
 from .client import (
+    DEFAULT_GIVE_UP_AFTER,
     AudioChunk,
     AudioStarted,
     CancelTool,
@@ -42,21 +46,22 @@ from .client import (
     SessionClosed,
     SessionFailed,
     TextReceived,
+    ToolFinished,
     ToolPreview,
     ToolStreamUpdate,
     TranscriptReceived,
     TurnChanged,
+    Undelivered,
     VrtClient,
     VrtError,
     tool,
 )
 from .client.audio import Microphone, PlaybackClock, Speaker
+from .client.tls import cafile_context, describe_tls_error, insecure_context
 from .protocol.errors import LocalProtocolError
-from .protocol.messages import PCM16_24K
+from .protocol.messages import PCM16_24K, UserText
 
 __all__ = ["demo_tools", "run_chat"]
-
-T = TypeVar("T")
 
 #: A second Ctrl-C within this many seconds quits.
 QUIT_WINDOW: Final = 2.0
@@ -71,24 +76,19 @@ def _compact(value: Any) -> str:
     return json.dumps(value, separators=(",", ":"), ensure_ascii=False)
 
 
-def demo_tools(report: Callable[[str, Any], object] | None = None) -> list[ClientTool]:
-    """The two tools ``vrt chat`` hosts; ``report(name, result)`` sees each result."""
-
-    def done(name: str, result: T) -> T:
-        if report is not None:
-            report(name, result)
-        return result
+def demo_tools() -> list[ClientTool]:
+    """The two tools ``vrt chat`` hosts."""
 
     @tool
     async def get_time() -> str:
         """The current local date and time (ISO 8601)."""
-        return done("get_time", datetime.now().astimezone().isoformat(timespec="seconds"))
+        return datetime.now().astimezone().isoformat(timespec="seconds")
 
     @tool
     async def add(a: float, b: float) -> float:
         """Add two numbers."""
         total = a + b
-        return done("add", int(total) if float(total).is_integer() else total)
+        return int(total) if float(total).is_integer() else total
 
     return [get_time, add]
 
@@ -130,14 +130,31 @@ def _stdin_lines(loop: asyncio.AbstractEventLoop, queue: asyncio.Queue[str | Non
             put(line.decode("utf-8", "replace"))
 
 
+def _interactive() -> bool:
+    with contextlib.suppress(ValueError, OSError):
+        return sys.stdin.isatty()
+    return False
+
+
 class _Chat:
     def __init__(
-        self, url: str, auth: str | None, capabilities: tuple[str, ...], audio: bool
+        self,
+        url: str,
+        auth: str | None,
+        capabilities: tuple[str, ...],
+        audio: bool,
+        *,
+        cafile: Path | None = None,
+        insecure: bool = False,
+        give_up_after: float = DEFAULT_GIVE_UP_AFTER,
     ) -> None:
         self.url = url
         self.auth = auth
         self.capabilities = capabilities
         self.audio = audio
+        self.cafile = cafile
+        self.insecure = insecure
+        self.give_up_after = give_up_after
         self.out = Console(highlight=False, soft_wrap=True)
         self.err = Console(stderr=True, highlight=False, soft_wrap=True)
         self.client: VrtClient | None = None
@@ -145,11 +162,17 @@ class _Chat:
         self.quitting = False
         self._quit: asyncio.Event | None = None
         self._text_turn: str | None = None  # the turn whose text line is open
+        self._held: list[str] = []  # notes that wait for the open text line to end
         self._pending_reply = False  # text sent, its turn not seen yet
         self._sent_at_epoch = 0
         self._turn_epoch = 0  # the latest turn seen
         self._turn_active = False
+        self._settled = asyncio.Event()  # nothing in flight
+        self._settled.set()
         self._last_sigint: float | None = None
+        self._keyboard_interrupt = False  # the next local interrupt came from Ctrl-C
+        self._outage_reason: str | None = None  # the last reconnection problem shown
+        self._failed = False  # SessionFailed was shown
         self._arguments: dict[str, str] = {}  # streamed arguments per call
         self._previewed: set[str] = set()
         self._clock = PlaybackClock()
@@ -163,19 +186,34 @@ class _Chat:
         if self._text_turn is not None:
             self.out.print()
             self._text_turn = None
+        held, self._held = self._held, []
+        for markup in held:
+            self.out.print(markup)
 
     def say(self, markup: str) -> None:
+        """A line that matters now: it ends the agent's text line if one is open."""
         self._end_line()
         self.out.print(markup)
 
-    def _tool_result(self, name: str, result: Any) -> None:
-        self.say(f"[magenta]⚙ {escape(name)} → {escape(_compact(result))}[/]")
+    def note(self, markup: str) -> None:
+        """A line that can wait: while the agent's text streams it is held until the
+        text line ends, so that a turn's text stays on one line."""
+        if self._text_turn is not None:
+            self._held.append(markup)
+        else:
+            self.out.print(markup)
 
     # -- lifecycle --
 
     @property
     def in_flight(self) -> bool:
         return self._pending_reply or self._turn_active
+
+    def _progress(self) -> None:
+        if self.in_flight:
+            self._settled.clear()
+        else:
+            self._settled.set()
 
     def quit(self, code: int = 0) -> None:
         if not self.quitting:
@@ -189,6 +227,15 @@ class _Chat:
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
 
+    def _tls(self) -> tuple[ssl.SSLContext | None, str | None]:
+        """The TLS context and what it trusts, from --cafile / --insecure; (None, None)
+        for the client's default (the system trust store and SSL_CERT_FILE)."""
+        if self.cafile is not None:
+            return cafile_context(self.cafile), f"--cafile {self.cafile}"
+        if self.insecure:
+            return insecure_context(), None
+        return None, None
+
     async def run(self) -> int:
         loop = asyncio.get_running_loop()
         self._quit = asyncio.Event()
@@ -200,21 +247,42 @@ class _Chat:
         if problem is not None:
             self.err.print(f"vrt chat: {escape(self.url)}: {escape(problem)}")
             return 1
+        secure = urlsplit(self.url).scheme == "wss"
+        if (self.cafile is not None or self.insecure) and not secure:
+            self.err.print("vrt chat: --cafile and --insecure apply to wss:// URLs only")
+            return 2
+        if self.cafile is not None and self.insecure:
+            self.err.print("vrt chat: --cafile and --insecure cannot go together")
+            return 2
+        try:
+            context, trusted = self._tls()
+        except ValueError as exc:
+            self.err.print(f"vrt chat: --cafile {escape(str(exc))}")
+            return 2
+        if self.insecure:
+            self.err.print(
+                "[yellow]vrt chat: --insecure: the server's certificate is not checked; "
+                "anyone on the path can pose as the server[/]"
+            )
         fmt = None
         if self.audio:
             if importlib.util.find_spec("sounddevice") is None:
-                advice = "audio needs sounddevice: pip install 'vrt[audio]' — continuing text-only"
+                advice = (
+                    "audio needs sounddevice: pip install 'vrealtime[audio]' — continuing text-only"
+                )
                 self.say(f"[yellow]{escape(advice)}[/]")
                 self.audio = False
             else:
                 fmt = PCM16_24K
         client = VrtClient(
             self.url,
-            tools=demo_tools(self._tool_result),
+            tools=demo_tools(),
             auth=self.auth,
             capabilities=self.capabilities,
             input=fmt,
             output=fmt,
+            give_up_after=self.give_up_after,
+            ssl_context=context,
         )
         self.client = client
         connecting = loop.create_task(client.connect())
@@ -228,10 +296,7 @@ class _Chat:
         try:
             ready = connecting.result()
         except Exception as exc:  # one clear line, never a traceback
-            reason = exc.message if isinstance(exc, VrtError) else f"{type(exc).__name__}: {exc}"
-            self.err.print(
-                f"vrt chat: cannot open a session at {escape(self.url)}: {escape(reason)}"
-            )
+            self.err.print(f"vrt chat: {escape(self._open_failure(exc, trusted))}")
             with contextlib.suppress(Exception):
                 await client.close()
             return 1
@@ -239,16 +304,29 @@ class _Chat:
         if ready.capabilities:
             details += ", capabilities " + " ".join(ready.capabilities)
         self.say(f"[green]connected to {escape(self.url)}[/] [dim]({escape(details)})[/]")
-        self.say(f"[dim]{escape(HELP)}[/]")
+        interactive = _interactive()
+        if interactive:
+            self.say(f"[dim]{escape(HELP)}[/]")
         if self.audio:
             self._start_audio(ready)
         lines: asyncio.Queue[str | None] = asyncio.Queue()
         threading.Thread(target=_stdin_lines, args=(loop, lines), daemon=True).start()
         self._spawn(self._events(client))
-        self._spawn(self._input(client, lines))
+        self._spawn(self._input(client, lines, one_at_a_time=not interactive))
         await self._quit.wait()
         await self._shutdown(client)
         return self.exit_code
+
+    def _open_failure(self, exc: BaseException, trusted: str | None) -> str:
+        """Why the session could not be opened, in one line."""
+        if not isinstance(exc, VrtError):
+            return f"cannot open a session at {self.url}: {type(exc).__name__}: {exc}"
+        cause = exc.__cause__
+        if trusted is not None and isinstance(cause, ssl.SSLError):
+            return f"cannot connect to {self.url}: {describe_tls_error(cause, trusted)}"
+        if exc.code == "CONNECT_FAILED":
+            return exc.message
+        return f"cannot open a session at {self.url}: {exc.code}: {exc.message}"
 
     async def _shutdown(self, client: VrtClient) -> None:
         self._end_line()
@@ -281,23 +359,33 @@ class _Chat:
         recent = self._last_sigint is not None and now - self._last_sigint <= QUIT_WINDOW
         self._last_sigint = now
         if self.in_flight and not recent and self.client is not None and self.client.connected:
-            self._spawn(self._interrupt())
+            self._spawn(self._interrupt(keyboard=True))
             return
         self.quit(0)
 
-    async def _interrupt(self) -> None:
+    async def _interrupt(self, *, keyboard: bool = False) -> None:
         client = self.client
         if client is None:
             return
         self._turn_active = False
+        self._pending_reply = False
+        self._progress()
+        self._keyboard_interrupt = keyboard
         with contextlib.suppress(LocalProtocolError):
-            await client.interrupt("keyboard")
+            await client.interrupt("keyboard" if keyboard else "user")
 
-    async def _input(self, client: VrtClient, lines: asyncio.Queue[str | None]) -> None:
+    async def _input(
+        self, client: VrtClient, lines: asyncio.Queue[str | None], *, one_at_a_time: bool
+    ) -> None:
+        """Send each line; at the end of input, quit once the reply in flight is over.
+        ``one_at_a_time`` (input from a pipe): each line waits for the reply to the
+        one before, as if typed after reading it; text sent while the agent responds
+        would interrupt it (§6.3)."""
         while True:
             line = await lines.get()
             if line is None:
-                self.quit(self.exit_code)  # end of input
+                await self._settled.wait()  # the end of input: the reply still counts
+                self.quit(self.exit_code)
                 return
             text = line.strip()
             if not text:
@@ -309,6 +397,8 @@ class _Chat:
                 await self._command(client, text)
             except LocalProtocolError as exc:
                 self.say(f"[red]cannot send: {escape(str(exc))}[/]")
+            if one_at_a_time:
+                await self._settled.wait()
 
     async def _command(self, client: VrtClient, text: str) -> None:
         if text == "/help":
@@ -326,8 +416,9 @@ class _Chat:
             self.say("[dim]context sent[/]")
         else:
             self._sent_at_epoch = client.core.observed_epoch
-            self._pending_reply = True
             await client.send_text(text)
+            self._pending_reply = True
+            self._progress()
 
     # -- events --
 
@@ -337,52 +428,102 @@ class _Chat:
                 await self._show(client, event)
             except Exception as exc:  # a display problem must not end the chat
                 self.say(f"[red]cannot show {type(event).__name__}: {escape(repr(exc))}[/]")
+            self._progress()
 
     async def _show(self, client: VrtClient, event: Event) -> None:
         if isinstance(event, TextReceived):
-            if self._text_turn != (event.turn_id or ""):
-                self._end_line()
-                self.out.print("[bold cyan]agent:[/] ", end="")
-                self._text_turn = event.turn_id or ""
-            self.out.print(escape(event.text), end="")
+            self._text(event)
         elif isinstance(event, TranscriptReceived):
             if event.final:
                 who = "agent said" if event.role == "agent" else "you said"
-                self.say(f"[dim]{who}:[/] {escape(event.text)}")
+                self.note(f"[dim]{who}:[/] {escape(event.text)}")
         elif isinstance(event, TurnChanged):
             self._turn(event)
-        elif isinstance(event, (ToolPreview, ToolStreamUpdate, RunTool, CancelTool)):
+        elif isinstance(event, (ToolPreview, ToolStreamUpdate, RunTool, CancelTool, ToolFinished)):
             self._tool(event)
         elif isinstance(event, AudioStarted):
             if self._speaker is None:
-                self.say("[dim]♪ audio (not played: text-only)[/]")
+                self.note("[dim]♪ audio (not played: text-only)[/]")
         elif isinstance(event, AudioChunk):
             if self._speaker is not None:
                 self._speaker.play(event.item_id, event.payload, asyncio.get_running_loop().time())
         elif isinstance(event, PlaybackStop):
             await self._stop_playback(client)
         elif isinstance(event, InterruptedEpoch):
-            if event.epoch >= self._turn_epoch:
-                self._turn_active = False
-            if event.epoch > self._sent_at_epoch:
-                self._pending_reply = False
-            if event.local:
-                self.say("[yellow]⏹ interrupted[/] [dim](Ctrl-C again within 2 s quits)[/]")
-            else:
-                self.say("[yellow]⏹ interrupted by the server[/]")
+            self._interrupted(event)
         elif isinstance(event, ErrorReceived):
+            if self._pending_reply and not self._turn_active:
+                self._pending_reply = False  # the answer to the text: no turn will come
             self.say(f"[red]error {escape(event.code)}: {escape(event.message)}[/]")
-        elif isinstance(event, SessionFailed):
-            self.say(f"[red]session failed: {escape(event.code)}: {escape(event.message)}[/]")
-        elif isinstance(event, Disconnected):
-            if event.resuming:
-                self.say("[yellow]reconnecting…[/]")
+        else:
+            self._session(event)
+
+    def _text(self, event: TextReceived) -> None:
+        """A chunk of the agent's text, printed exactly: the chunks of a turn
+        concatenate to its reply (a model's chunks carry their own spaces)."""
+        if self._text_turn != (event.turn_id or ""):
+            self._end_line()
+            self.out.print("[bold cyan]agent:[/] ", end="")
+            self._text_turn = event.turn_id or ""
+        self.out.print(escape(event.text), end="")
+
+    def _session(self, event: Event) -> None:
+        """Connection and session events."""
+        if isinstance(event, Disconnected):
+            self._disconnected(event)
         elif isinstance(event, Connected):
             if event.resumed:
-                self.say("[green]reconnected[/]")
+                self._outage_reason = None
+                self.say("[green]reconnected: the session resumed[/]")
+        elif isinstance(event, SessionFailed):
+            self._failed = True
+            self.say(f"[red]session failed: {escape(event.code)}: {escape(event.message)}[/]")
+            if event.code == "RESUME_FAILED":
+                self.say(
+                    "[dim]the server no longer has this session (it restarted, or the "
+                    "resume window passed)[/]"
+                )
+        elif isinstance(event, Undelivered):
+            self._undelivered(event)
         elif isinstance(event, SessionClosed) and not self.quitting:
-            self.say(f"[red]session closed: {escape(event.reason)}[/]")
+            if not self._failed:  # a failure was already said
+                self.say(f"[red]session closed: {escape(event.reason)}[/]")
             self.quit(1)
+
+    def _disconnected(self, event: Disconnected) -> None:
+        reason = event.reason or "no reason given"
+        if event.code is not None:
+            reason = f"{event.code}: {reason}"
+        if not event.resuming:
+            self.say(f"[yellow]connection lost ({escape(reason)})[/]")
+            return
+        if event.attempt == 0:
+            self.say(f"[yellow]connection lost ({escape(reason)}); reconnecting…[/]")
+        elif reason != self._outage_reason:
+            self.say(f"[yellow]still reconnecting: {escape(reason)}[/]")
+        self._outage_reason = reason
+
+    def _undelivered(self, event: Undelivered) -> None:
+        """The user's texts the server never acknowledged, to type again in a new chat."""
+        for item in event.messages:
+            if isinstance(item.message, UserText):
+                text = escape(item.message.text)
+                if item.sent:
+                    self.say(f"[yellow]not acknowledged (the server may have it):[/] {text}")
+                else:
+                    self.say(f"[red]not delivered:[/] {text}")
+
+    def _interrupted(self, event: InterruptedEpoch) -> None:
+        if event.epoch >= self._turn_epoch:
+            self._turn_active = False
+        if event.epoch > self._sent_at_epoch:
+            self._pending_reply = False
+        if event.local:
+            hint = " [dim](Ctrl-C again within 2 s quits)[/]" if self._keyboard_interrupt else ""
+            self._keyboard_interrupt = False
+            self.say(f"[yellow]⏹ interrupted[/]{hint}")
+        else:
+            self.say("[yellow]⏹ interrupted by the server[/]")
 
     def _turn(self, event: TurnChanged) -> None:
         if event.epoch > self._sent_at_epoch:
@@ -392,13 +533,22 @@ class _Chat:
             self._turn_active = event.state != "idle"
         if event.state == "idle":
             self._end_line()
-        self.say(f"[dim]· {escape(event.state)}[/]")
+        self.note(f"[dim]· {escape(event.state)}[/]")
 
-    def _tool(self, event: ToolPreview | ToolStreamUpdate | RunTool | CancelTool) -> None:
+    def _tool(
+        self, event: ToolPreview | ToolStreamUpdate | RunTool | CancelTool | ToolFinished
+    ) -> None:
         if isinstance(event, RunTool):
             self.say(
                 f"[magenta]⚙ running {escape(event.name)}({escape(_compact(event.arguments))})[/]"
             )
+        elif isinstance(event, ToolFinished):
+            name = escape(event.name)
+            if event.ok:
+                self.say(f"[magenta]⚙ {name} → {escape(_compact(event.output))}[/]")
+            else:
+                failure = f"{event.code}: {event.message}"
+                self.say(f"[magenta]⚙ {name} answered {escape(failure)}[/]")
         elif isinstance(event, CancelTool):
             self.say("[magenta]⚙ cancelling the running tool[/]")
         elif isinstance(event, ToolPreview):
@@ -406,9 +556,9 @@ class _Chat:
             if isinstance(preview, dict) and set(preview) == {"argumentsDelta"}:
                 if event.call_id not in self._previewed:
                     self._previewed.add(event.call_id)
-                    self.say("[dim]⚙ preparing a tool call…[/]")
+                    self.note("[dim]⚙ preparing a tool call…[/]")
             else:
-                self.say(f"[dim]⚙ progress {escape(_compact(preview))}[/]")
+                self.note(f"[dim]⚙ progress {escape(_compact(preview))}[/]")
         else:
             self._tool_stream(event)
 
@@ -417,22 +567,22 @@ class _Chat:
         message = event.message
         phase = event.phase
         if phase == "start":
-            self.say(f"[dim]⚙ {name} …[/]")
+            self.note(f"[dim]⚙ {name} …[/]")
         elif phase == "arguments-delta" and message is not None:
             delta = message.delta if isinstance(message.delta, str) else ""
             self._arguments[event.call_id] = self._arguments.get(event.call_id, "") + delta
         elif phase == "arguments-complete" and message is not None:
             self._arguments.pop(event.call_id, None)
-            self.say(f"[dim]⚙ {name}({escape(_compact(message.arguments))})[/]")
+            self.note(f"[dim]⚙ {name}({escape(_compact(message.arguments))})[/]")
         elif phase == "progress" and message is not None:
-            self.say(f"[dim]⚙ {name} progress {escape(_compact(message.progress))}[/]")
+            self.note(f"[dim]⚙ {name} progress {escape(_compact(message.progress))}[/]")
         elif phase == "settled" and message is not None:
             outcome = "ok" if message.ok is True else f"failed {message.code}"
-            self.say(f"[dim]⚙ {name} {escape(outcome)}[/]")
+            self.note(f"[dim]⚙ {name} {escape(outcome)}[/]")
         elif phase == "cancelled":
-            self.say(f"[dim]⚙ {name} cancelled[/]")
+            self.note(f"[dim]⚙ {name} cancelled[/]")
         elif phase == "failed" and message is not None:
-            self.say(f"[dim]⚙ {name} never issued: {escape(str(message.message))}[/]")
+            self.note(f"[dim]⚙ {name} never issued: {escape(str(message.message))}[/]")
 
     async def _stop_playback(self, client: VrtClient) -> None:
         if self._speaker is None:
@@ -443,10 +593,28 @@ class _Chat:
                 await client.playback(item_id, played)
 
 
-def run_chat(url: str, *, auth: str | None, capabilities: tuple[str, ...], audio: bool) -> int:
+def run_chat(
+    url: str,
+    *,
+    auth: str | None,
+    capabilities: tuple[str, ...],
+    audio: bool,
+    cafile: Path | None = None,
+    insecure: bool = False,
+    give_up_after: float = DEFAULT_GIVE_UP_AFTER,
+) -> int:
     """Run the terminal chat until the user quits; returns the process exit code (0 on
-    a normal quit, 1 when the session could not be opened or ended by itself)."""
-    chat = _Chat(url, auth, capabilities, audio)
+    a normal quit, 1 when the session could not be opened or ended by itself, 2 for
+    unusable TLS options)."""
+    chat = _Chat(
+        url,
+        auth,
+        capabilities,
+        audio,
+        cafile=cafile,
+        insecure=insecure,
+        give_up_after=give_up_after,
+    )
     try:
         return asyncio.run(chat.run())
     except KeyboardInterrupt:

@@ -16,6 +16,7 @@ import typer
 
 from . import __version__
 from .agents import DEFAULT_AGENT, AgentSetupError, load_agent
+from .client.client import DEFAULT_GIVE_UP_AFTER
 from .protocol.codec import check_encoding
 from .protocol.server import ServerConfig
 from .protocol.streams import DEFAULT_MAX_KEPT
@@ -228,24 +229,70 @@ def _run(main: Coroutine[Any, Any, None]) -> None:
 
 @app.command()
 def chat(
-    url: Annotated[str, typer.Argument(help="Server URL, e.g. ws://127.0.0.1:8765")],
+    url: Annotated[str, typer.Argument(metavar="URL", help="Server URL, e.g. ws://127.0.0.1:8765")],
     auth: Annotated[
         str | None,
-        typer.Option(help="Credential sent in hello.auth (never in the URL, §5.3)."),
+        typer.Option(
+            metavar="TOKEN", help="Credential sent in hello.auth (never in the URL, §5.3)."
+        ),
     ] = None,
     capability: Annotated[
         list[str] | None,
-        typer.Option("--capability", help="Offer a capability, e.g. tool-stream-v1 (repeatable)."),
+        typer.Option(
+            "--capability",
+            metavar="TOKEN",
+            help="Offer a capability, e.g. tool-stream-v1 (repeatable).",
+        ),
     ] = None,
+    cafile: Annotated[
+        Path | None,
+        typer.Option(
+            metavar="PEM",
+            help="wss:// only: trust the CA certificates in this file instead of the "
+            "system trust store (default: the system store, or SSL_CERT_FILE when set).",
+        ),
+    ] = None,
+    insecure: Annotated[
+        bool,
+        typer.Option(
+            "--insecure",
+            help="wss:// only: do not verify the server's certificate (test servers only).",
+        ),
+    ] = False,
+    give_up_after: Annotated[
+        float,
+        typer.Option(
+            metavar="SEC",
+            help="After a lost connection, stop if the session is not resumed within SEC seconds.",
+        ),
+    ] = DEFAULT_GIVE_UP_AFTER,
     audio: Annotated[
         bool, typer.Option("--audio", help="Talk and listen through the microphone and speaker.")
     ] = False,
 ) -> None:
-    """Talk to any vRT server by text in the terminal. Ctrl-C interrupts the agent; a
-    second Ctrl-C quits."""
+    """Talk to any vRT server by text in the terminal.
+
+    Each line is sent as user text; the agent's reply streams onto one line. Ctrl-C
+    interrupts the agent; a second Ctrl-C within 2 s quits, as do /quit and the end of
+    input (after the reply in flight). Piped input is sent a line at a time, each after
+    the reply to the one before. The client hosts two tools, get_time() and add(a, b).
+
+    Example: printf 'echo hello world\\n' | vrt chat ws://127.0.0.1:8765
+    """
     from .chat import run_chat
 
-    raise typer.Exit(run_chat(url, auth=auth, capabilities=tuple(capability or ()), audio=audio))
+    if not give_up_after > 0:
+        raise _fail("--give-up-after must be positive")
+    code = run_chat(
+        url,
+        auth=auth,
+        capabilities=tuple(capability or ()),
+        audio=audio,
+        cafile=cafile,
+        insecure=insecure,
+        give_up_after=give_up_after,
+    )
+    raise typer.Exit(code)
 
 
 # Options both conformance suites take.

@@ -25,15 +25,22 @@ from rich.console import Console
 from support.processes import free_port, vrt_command, vrt_serve
 from vrt.chat import _Chat
 from vrt.client import (
+    AudioStarted,
     Connected,
     Disconnected,
     ErrorReceived,
     Event,
     SessionClosed,
+    SessionFailed,
+    TextReceived,
     ToolStreamUpdate,
+    TranscriptReceived,
+    TurnChanged,
+    Undelivered,
+    UndeliveredMessage,
     VrtClient,
 )
-from vrt.protocol.messages import PCM16_24K, ToolStream, ToolStreamPhase
+from vrt.protocol.messages import PCM16_24K, ToolStream, ToolStreamPhase, UserText
 
 TIMEOUT = 10.0
 ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]|\x1b\][^\x07]*\x07")
@@ -151,10 +158,21 @@ def test_ctrl_c_interrupts_then_quits(chat: Terminal) -> None:
     chat.line("speak 3000")
     chat.expect(r"· speaking")
     chat.type("\x03")
-    chat.expect(r"⏹ interrupted")
+    chat.expect(r"⏹ interrupted \(Ctrl-C again within 2 s quits\)")
     chat.type("\x03")
     assert chat.wait() == 0
     assert "Traceback" not in chat.output
+
+
+def test_interrupt_command_does_not_speak_of_ctrl_c(chat: Terminal) -> None:
+    """/interrupt interrupts (§6.2, reason user); the Ctrl-C hint belongs to Ctrl-C."""
+    chat.line("speak 3000")
+    chat.expect(r"· speaking")
+    chat.line("/interrupt")
+    line = chat.expect(r"⏹ interrupted[^\n]*\n")
+    assert "Ctrl-C" not in line.group(0)
+    chat.line("/quit")
+    assert chat.wait() == 0
 
 
 def test_ctrl_c_with_nothing_in_flight_quits(chat: Terminal) -> None:
@@ -183,6 +201,8 @@ def test_connection_failure_is_one_line(tmp_path: Path) -> None:
     lines = done.stderr.strip().splitlines()
     assert len(lines) == 1, done.stderr
     assert lines[0].startswith("vrt chat: ")
+    assert "connection refused" in lines[0]
+    assert "None" not in lines[0]
     assert "Traceback" not in done.stderr + done.stdout
 
 
@@ -192,7 +212,7 @@ def test_connection_failure_is_one_line(tmp_path: Path) -> None:
 def test_audio_without_sounddevice_continues_text_only(server_url: str) -> None:
     terminal = Terminal([*vrt_command(), "chat", "--audio", server_url])
     try:
-        terminal.expect(r"pip install 'vrt\[audio\]'")
+        terminal.expect(r"pip install 'vrealtime\[audio\]'")
         terminal.expect("connected to")
         terminal.line("echo still works")
         terminal.expect("agent said: still works")
@@ -203,7 +223,8 @@ def test_audio_without_sounddevice_continues_text_only(server_url: str) -> None:
 
 
 async def test_events_are_shown(vrt_url: str) -> None:
-    """What the chat prints for connection events, errors and tool streams (in process)."""
+    """What the chat prints for connection events, errors, tool streams and a failed
+    session (in process)."""
     chat = _Chat(vrt_url, None, (), False)
     screen = StringIO()
     chat.out = Console(file=screen, width=200, color_system=None, soft_wrap=True)
@@ -217,8 +238,18 @@ async def test_events_are_shown(vrt_url: str) -> None:
             call_id="c1", name="add", turn_id="t1", epoch=1, phase=phase, message=message
         )
 
+    def undelivered(*texts: tuple[str, bool]) -> Undelivered:
+        return Undelivered(
+            messages=tuple(
+                UndeliveredMessage(seq=n, message=UserText(text=text), sent=sent)
+                for n, (text, sent) in enumerate(texts, 1)
+            )
+        )
+
     events: list[Event] = [
-        Disconnected(None, "connection lost", True),
+        Disconnected(code=1001, reason="going away", resuming=True, attempt=0, retry_in=0.1),
+        Disconnected(code=None, reason="connection refused", resuming=True, attempt=1),
+        Disconnected(code=None, reason="connection refused", resuming=True, attempt=2),
         Connected(
             session_id="s1", resumed=True, input=PCM16_24K, output=PCM16_24K, capabilities=()
         ),
@@ -227,20 +258,57 @@ async def test_events_are_shown(vrt_url: str) -> None:
         stream("arguments-complete", arguments={"a": 1}),
         stream("progress", progress={"elapsedMs": 100}),
         stream("settled", ok=False, code="TIMEOUT"),
-        SessionClosed("the session failed"),
+        SessionFailed(code="RESUME_FAILED", message="unknown session"),
+        undelivered(("echo sent", True), ("echo offline", False)),
+        SessionClosed(reason="the session failed (RESUME_FAILED: unknown session)"),
     ]
     for event in events:
         await chat._show(client, event)
     shown = screen.getvalue()
     for expected in [
-        "reconnecting…",
-        "reconnected",
+        "connection lost (1001: going away); reconnecting…",
+        "still reconnecting: connection refused",
+        "reconnected: the session resumed",
         "error AGENT_ERROR: scripted [error]",
         "⚙ add …",
         '⚙ add({"a":1})',
         '⚙ add progress {"elapsedMs":100}',
         "⚙ add failed TIMEOUT",
-        "session closed: the session failed",
+        "session failed: RESUME_FAILED: unknown session",
+        "the server no longer has this session",
+        "not acknowledged (the server may have it): echo sent",
+        "not delivered: echo offline",
     ]:
         assert expected in shown, shown
+    assert shown.count("still reconnecting") == 1
+    assert "session closed" not in shown  # the failure already said why
     assert chat.exit_code == 1
+
+
+async def test_a_turns_text_stays_on_one_line(vrt_url: str) -> None:
+    """Notes that arrive while the agent's text streams wait for the end of its line;
+    chunks are joined exactly, with nothing added."""
+    chat = _Chat(vrt_url, None, (), False)
+    screen = StringIO()
+    chat.out = Console(file=screen, width=200, color_system=None, soft_wrap=True)
+    client = VrtClient(vrt_url)
+    events: list[Event] = [
+        TurnChanged(turn_id="t1", epoch=1, state="speaking"),
+        TextReceived(text="Hel", turn_id="t1"),
+        TranscriptReceived(
+            role="agent", text="Hello, world", final=True, item_id=None, turn_id="t1"
+        ),
+        AudioStarted(item_id="i1", turn_id="t1", epoch=1),
+        TextReceived(text="lo,", turn_id="t1"),
+        TextReceived(text=" world", turn_id="t1"),
+        TurnChanged(turn_id="t1", epoch=1, state="idle"),
+    ]
+    for event in events:
+        await chat._show(client, event)
+    assert screen.getvalue().splitlines() == [
+        "· speaking",
+        "agent: Hello, world",
+        "agent said: Hello, world",
+        "♪ audio (not played: text-only)",
+        "· idle",
+    ]

@@ -61,7 +61,6 @@ if TYPE_CHECKING:
         ServerFactory,
         ToolKit,
     )
-
     from vrt.client import Event
 
 OP_TEXT = 1
@@ -978,9 +977,9 @@ class TestAudioDevices:
         self, monkeypatch: pytest.MonkeyPatch
     ) -> None:
         monkeypatch.setitem(sys.modules, "sounddevice", None)  # import fails
-        with pytest.raises(RuntimeError, match=re.escape("pip install 'vrt[audio]'")):
+        with pytest.raises(RuntimeError, match=re.escape("pip install 'vrealtime[audio]'")):
             Speaker(PCM16_24K)
-        with pytest.raises(RuntimeError, match=re.escape("pip install 'vrt[audio]'")):
+        with pytest.raises(RuntimeError, match=re.escape("pip install 'vrealtime[audio]'")):
             Microphone(PCM16_24K, print)
 
     @pytest.mark.usefixtures("fake_sounddevice")

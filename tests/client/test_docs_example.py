@@ -9,6 +9,8 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from vrt.client import TextReceived, TurnChanged, VrtClient
+
 if TYPE_CHECKING:
     from conftest import LiveServer
 
@@ -45,8 +47,22 @@ async def test_the_program_runs(vrt: LiveServer, tmp_path: Path) -> None:
         cwd=tmp_path,
     )
     stdout, stderr = await asyncio.wait_for(process.communicate(), 30)
-    output = stdout.decode()
+    lines = stdout.decode().splitlines()
     assert process.returncode == 0, stderr.decode()
-    assert "hello there" in output
-    assert "result ok 5.0" in output
-    assert re.search(r'result ok "\d{4}-\d\d-\d\dT', output), output
+    # Each reply on its own line, its chunks joined exactly as the agent sent them.
+    assert lines[0] == await reply(vrt.url, "echo hello there")
+    assert lines[1] == "result ok 5.0"
+    assert re.fullmatch(r'result ok "\d{4}-\d\d-\d\dT[^"]+"', lines[2]), lines
+
+
+async def reply(url: str, text: str) -> str:
+    """The agent's reply to ``text``: its chunks, concatenated."""
+    async with VrtClient(url) as client:
+        await client.send_text(text)
+        chunks: list[str] = []
+        while True:
+            event = await client.next_event(10)
+            if isinstance(event, TextReceived):
+                chunks.append(event.text)
+            elif isinstance(event, TurnChanged) and event.state == "idle":
+                return "".join(chunks)

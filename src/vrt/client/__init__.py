@@ -16,10 +16,23 @@ from ..protocol.client import (
     TranscriptReceived,
     TurnChanged,
 )
-from .client import Disconnected, Event, SessionClosed, VrtClient, VrtError
+from .client import (
+    DEFAULT_GIVE_UP_AFTER,
+    DEFAULT_MAX_MESSAGE_BYTES,
+    Disconnected,
+    Event,
+    SessionClosed,
+    ToolFinished,
+    Undelivered,
+    UndeliveredMessage,
+    VrtClient,
+    VrtError,
+)
 from .tools import CancelToken, ClientTool, ToolContext, ToolError, declared_tool, tool
 
 __all__ = [
+    "DEFAULT_GIVE_UP_AFTER",
+    "DEFAULT_MAX_MESSAGE_BYTES",
     "AudioChunk",
     "AudioStarted",
     "CancelToken",
@@ -37,10 +50,13 @@ __all__ = [
     "TextReceived",
     "ToolContext",
     "ToolError",
+    "ToolFinished",
     "ToolPreview",
     "ToolStreamUpdate",
     "TranscriptReceived",
     "TurnChanged",
+    "Undelivered",
+    "UndeliveredMessage",
     "VrtClient",
     "VrtError",
     "declared_tool",

@@ -3,7 +3,7 @@ microphone and speaker wrappers over ``sounddevice``.
 
 :class:`PlaybackClock` is pure bookkeeping, usable with any player. :class:`Speaker`
 and :class:`Microphone` need the optional ``sounddevice`` package
-(``pip install 'vrt[audio]'``); it is imported only when one of them is created. They
+(``pip install 'vrealtime[audio]'``); it is imported only when one of them is created. They
 handle ``pcm16`` (at any sample rate) and ``pcmu`` (converted to and from pcm16 at
 8000 Hz with :mod:`vrt.audio`); ``opus`` needs a codec and is refused.
 """
@@ -80,7 +80,9 @@ def _sounddevice() -> ModuleType:
     try:
         return importlib.import_module("sounddevice")
     except ImportError as exc:
-        raise RuntimeError("audio needs the sounddevice package: pip install 'vrt[audio]'") from exc
+        raise RuntimeError(
+            "audio needs the sounddevice package: pip install 'vrealtime[audio]'"
+        ) from exc
     except OSError as exc:  # sounddevice is there, the PortAudio library is not
         raise RuntimeError(f"sounddevice cannot load PortAudio: {exc}") from exc
 

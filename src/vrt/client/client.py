@@ -6,8 +6,10 @@
             ...
 
 The protocol itself lives in :class:`vrt.protocol.client.ClientSession` (sans I/O);
-this module moves bytes between it and a WebSocket, runs the tools it asks for, and
-reconnects after a lost connection with exponential backoff and jitter (§5.1).
+this module moves bytes between it and a WebSocket, runs the tools it asks for,
+reconnects after a lost connection with exponential backoff and jitter (§5.1), gives
+up after ``give_up_after`` seconds without a resumed connection, and reports what the
+server never acknowledged when the session ends (§5.4).
 """
 
 from __future__ import annotations
@@ -15,13 +17,19 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import math
 import random
+import socket
 import ssl
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterable
-from typing import Any, NamedTuple, TypeAlias
+from dataclasses import dataclass
+from typing import Any, Final, TypeAlias
+from urllib.parse import urlsplit
 
+import msgspec
 import websockets
 from websockets.asyncio.client import ClientConnection, connect
+from websockets.exceptions import PayloadTooBig
 
 from ..protocol.client import (
     CancelTool,
@@ -32,11 +40,37 @@ from ..protocol.client import (
     RunTool,
     SessionFailed,
 )
-from ..protocol.messages import UNSET, Format, InterruptReason, UnsetType
+from ..protocol.errors import LocalProtocolError
+from ..protocol.messages import (
+    UNSET,
+    ContextUpdate,
+    FailureCode,
+    Format,
+    Interrupt,
+    InterruptReason,
+    Playback,
+    ToolResult,
+    UnsetType,
+    UserText,
+)
 from ..protocol.outputs import Close, CloseCode, SendBinary, SendText
+from .tls import describe_tls_error, system_context, system_trust
 from .tools import ClientTool, ToolContext, ToolError
 
-__all__ = ["Disconnected", "Event", "SessionClosed", "VrtClient", "VrtError"]
+__all__ = [
+    "DEFAULT_GIVE_UP_AFTER",
+    "DEFAULT_MAX_MESSAGE_BYTES",
+    "LIMIT_EXCEEDED",
+    "RESUME_TIMEOUT",
+    "Disconnected",
+    "Event",
+    "SessionClosed",
+    "ToolFinished",
+    "Undelivered",
+    "UndeliveredMessage",
+    "VrtClient",
+    "VrtError",
+]
 
 log = logging.getLogger("vrt.client")
 
@@ -54,37 +88,152 @@ _WIRE_LOG = logging.getLogger("vrt.client.websocket")
 _WIRE_LOG.addFilter(_NoFrameDumps())
 
 #: How long a clean close waits for the server's close frame.
-CLOSE_TIMEOUT = 2.0
+CLOSE_TIMEOUT: Final = 2.0
 #: How long closing a connection found dead waits before dropping it.
-DEAD_CLOSE_TIMEOUT = 0.1
+DEAD_CLOSE_TIMEOUT: Final = 0.1
+#: Seconds without a resumed connection after which the client stops (§5.4): twice
+#: vrt's default resume window (30 s), so that a server configured longer still has
+#: its chance; set ``give_up_after`` to your server's window to stop sooner.
+DEFAULT_GIVE_UP_AFTER: Final = 60.0
+#: The largest WebSocket message the client accepts: 4 x the 1 MiB control-message
+#: limit (``Limits.max_frame_bytes``), the server's own bound on what it accepts.
+DEFAULT_MAX_MESSAGE_BYTES: Final = 4 << 20
+#: The smallest ``max_message_bytes`` allowed: a ``ready`` must fit.
+MIN_MESSAGE_BYTES: Final = 1024
+
+#: Codes of :class:`SessionFailed` that the client decides itself (the others are the
+#: server's §9.2 codes).
+RESUME_TIMEOUT: Final = "RESUME_TIMEOUT"
+LIMIT_EXCEEDED: Final = "LIMIT_EXCEEDED"
 
 
-class Disconnected(NamedTuple):
-    """The connection ended; ``resuming`` tells whether the client will resume."""
+# --- events the driver adds to the session's own ---------------------------------------
+
+
+class Disconnected(msgspec.Struct, frozen=True, kw_only=True):
+    """The connection ended, or an attempt to reconnect failed.
+
+    ``resuming`` tells whether the client tries again; if so, ``attempt`` counts the
+    failed attempts of this outage (0: an open connection was just lost) and the next
+    one starts in ``retry_in`` seconds.
+    """
 
     code: int | None
     reason: str
     resuming: bool
+    attempt: int = 0
+    retry_in: float | None = None
 
 
-class SessionClosed(NamedTuple):
-    """The client stopped: closed by the application, or the session failed."""
+class SessionClosed(msgspec.Struct, frozen=True, kw_only=True):
+    """The client stopped: closed by the application, or the session failed. Always
+    the last event."""
 
     reason: str
 
 
-Event: TypeAlias = ClientEvent | Disconnected | SessionClosed
+class ToolFinished(msgspec.Struct, frozen=True, kw_only=True):
+    """For display: one of your tools was answered and its ``tool.result`` sent (§7.2):
+    it returned (``ok``, ``output``), raised (``code`` FAILED or the ToolError's), or
+    never ran because its arguments did not fit its parameters (``code`` INVALID)."""
+
+    call_id: str
+    name: str
+    ok: bool
+    output: Any = None
+    code: str | None = None
+    message: str | None = None
+
+
+ClientMessage: TypeAlias = UserText | ContextUpdate | Interrupt | Playback | ToolResult
+
+
+class UndeliveredMessage(msgspec.Struct, frozen=True, kw_only=True):
+    """One message of yours the server never acknowledged.
+
+    ``sent`` is False for a message that never left the client (it was sent while
+    disconnected, to go out after the next ``ready``); True for one that was written
+    to a connection before it was lost, which the server may have handled.
+    """
+
+    seq: int
+    message: ClientMessage
+    sent: bool
+
+    @property
+    def type(self) -> str:
+        """The message's wire type: ``text``, ``context``, ``interrupt``, ``playback``
+        or ``tool.result``."""
+        return self.message.TYPE
+
+
+class Undelivered(msgspec.Struct, frozen=True, kw_only=True):
+    """The session ended with messages of yours the server never acknowledged (§5.4).
+
+    Emitted just before :class:`SessionClosed` when the session failed or the client
+    gave up, never after :meth:`VrtClient.close`. It is a report: the client never
+    resends these (§5.4 forbids replaying them into this or any other session). To
+    carry on, open a new session and send again what still makes sense there, as new
+    messages: ``texts`` are the user's words; tool results, interrupts and playback
+    reports concern the old session's calls, epochs and audio and mean nothing in a
+    new one.
+    """
+
+    messages: tuple[UndeliveredMessage, ...]
+
+    @property
+    def texts(self) -> tuple[str, ...]:
+        """The user texts among them, oldest first."""
+        return tuple(m.message.text for m in self.messages if isinstance(m.message, UserText))
+
+
+Event: TypeAlias = ClientEvent | Disconnected | SessionClosed | ToolFinished | Undelivered
 
 CredentialHook: TypeAlias = Callable[[], Awaitable[str | dict[str, Any] | None]]
 
+#: Reads back the client's own kept messages for an :class:`Undelivered` report.
+_OWN_MESSAGES: Final = msgspec.json.Decoder(ClientMessage)
+
+
+class _ReadyPeek(msgspec.Struct, rename="camel"):
+    type: str = ""
+    resumed_from: int | None = None
+
+
+_READY_PEEK: Final = msgspec.json.Decoder(_ReadyPeek)
+
+
+def _resumed_from(data: str) -> int | None:
+    """``resumedFrom`` of a ``ready``; None for any other text."""
+    try:
+        peek = _READY_PEEK.decode(data)
+    except msgspec.DecodeError:
+        return None
+    return peek.resumed_from if peek.type == "ready" else None
+
 
 class VrtError(Exception):
-    """The session could not be opened or cannot continue."""
+    """The session could not be opened or cannot continue. ``code`` is the server's
+    (UNAUTHORIZED, START_FAILED, ...) or the client's own: CONNECT_FAILED (no
+    connection could be made; ``__cause__`` holds the transport's exception),
+    LIMIT_EXCEEDED, CLOSED."""
 
     def __init__(self, code: str, message: str) -> None:
         super().__init__(f"{code}: {message}")
         self.code = code
         self.message = message
+
+
+@dataclass(slots=True, kw_only=True)
+class _Ended:
+    """How one connection (or one attempt at one) ended."""
+
+    code: int | None
+    reason: str
+    #: The transport's exception when no WebSocket could be opened.
+    error: BaseException | None = None
+    #: The server sent a message larger than ``max_message_bytes``.
+    too_big: int | None = None
 
 
 class VrtClient:
@@ -97,6 +246,14 @@ class VrtClient:
         retry with, or None to stop (§5.3). Without it the client stops.
     :param ping_interval: seconds of silence before a ``ping``; a connection silent for
         2.5 intervals is treated as dead and resumed (§4.4).
+    :param give_up_after: seconds after a lost connection within which a resume must
+        succeed; then the client stops with ``SessionFailed("RESUME_TIMEOUT")``.
+        ``math.inf`` retries for ever.
+    :param max_message_bytes: the largest WebSocket message accepted from the server
+        (§11). A larger one is refused from its header, before its payload is read:
+        the connection closes with 1009 and the session fails with LIMIT_EXCEEDED.
+    :param ssl_context: TLS settings for ``wss://``; by default the system trust store
+        (``SSL_CERT_FILE`` / ``SSL_CERT_DIR`` when set), see :mod:`vrt.client.tls`.
     """
 
     def __init__(
@@ -113,10 +270,18 @@ class VrtClient:
         reconnect: bool = True,
         backoff_initial: float = 0.1,
         backoff_max: float = 5.0,
+        give_up_after: float = DEFAULT_GIVE_UP_AFTER,
         fresh_credential: CredentialHook | None = None,
         open_timeout: float = 10.0,
+        max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES,
         ssl_context: ssl.SSLContext | None = None,
     ) -> None:
+        if not give_up_after > 0:
+            raise ValueError("give_up_after must be positive (math.inf: never give up)")
+        if max_message_bytes < MIN_MESSAGE_BYTES:
+            raise ValueError(f"max_message_bytes must be at least {MIN_MESSAGE_BYTES}")
+        if ssl_context is not None and not url.lower().startswith("wss:"):
+            raise ValueError("ssl_context is for wss:// URLs only")
         self.url = url
         self.tools = {t.name: t for t in tools}
         self.core = ClientSession(
@@ -131,9 +296,15 @@ class VrtClient:
         self.reconnect = reconnect
         self.backoff_initial = backoff_initial
         self.backoff_max = backoff_max
+        self.give_up_after = give_up_after
         self.fresh_credential = fresh_credential
         self.open_timeout = open_timeout
+        self.max_message_bytes = max_message_bytes
         self.ssl_context = ssl_context
+        #: What the server never acknowledged, once the session failed (see
+        #: :class:`Undelivered`); empty until then.
+        self.undelivered: tuple[UndeliveredMessage, ...] = ()
+        self._trusted = "the ssl_context passed to VrtClient"
         self._events: asyncio.Queue[Event] = asyncio.Queue()
         self._ws: ClientConnection | None = None
         self._outbox: asyncio.Queue[SendText | SendBinary | Close] = asyncio.Queue()
@@ -142,16 +313,27 @@ class VrtClient:
         self._ready: asyncio.Future[Connected] | None = None
         self._running: dict[str, tuple[asyncio.Task[None], ToolContext]] = {}
         self._closing = False
-        self._stopped = False  # SessionClosed was emitted
+        self._stopped: str | None = None  # why the client stopped; SessionClosed was emitted
         self._opened = False  # the current connection got its ready
+        self._failure: SessionFailed | None = None
+        #: The highest seq of ours written to a connection / known handled by the server.
+        self._written_through = 0
+        self._handled_through = 0
 
     # -- lifecycle --
 
     async def connect(self) -> Connected:
         """Open the session; returns once ``ready`` arrived, raises :class:`VrtError`
-        if the server refused it."""
+        if it could not be opened. A client carries one session: call it once."""
+        if self._stopped is not None:
+            raise RuntimeError(
+                f"this client has stopped ({self._stopped}); a VrtClient carries one "
+                "session: create a new VrtClient to open another"
+            )
         if self._runner is not None:
-            raise RuntimeError("already connected")
+            raise RuntimeError(
+                "connect() was already called: this client is connected or connecting"
+            )
         loop = asyncio.get_running_loop()
         self._ready = loop.create_future()
         self._runner = loop.create_task(self._run())
@@ -169,7 +351,7 @@ class VrtClient:
                 await self._runner
         for task, _ in list(self._running.values()):
             task.cancel()
-        self._stop("closed by the application")
+        self._stop("closed by the application", report=False)
 
     async def __aenter__(self) -> VrtClient:
         await self.connect()
@@ -203,23 +385,27 @@ class VrtClient:
 
     async def send_text(self, text: str) -> None:
         """User text input; interrupts a response in flight on the server (§6.3)."""
+        self._check_usable()
         self.core.send_text(text, self._now())
         self._flush()
 
     async def update_context(self, context: Any) -> None:
         """Replace the application context (§5.5)."""
+        self._check_usable()
         self.core.update_context(context, self._now())
         self._flush()
 
     async def interrupt(self, reason: InterruptReason = "user") -> int:
         """Interrupt the agent now (§6.2): the epoch closes locally before anything is
         sent. Returns the closed epoch."""
+        self._check_usable()
         epoch = self.core.interrupt(reason, self._now())
         self._flush()
         return epoch
 
     async def playback(self, item_id: str, played_ms: float) -> int:
         """Report how much of an audio item the user heard (§8.4); capped at what was received."""
+        self._check_usable()
         played = self.core.playback(item_id, played_ms, self._now())
         self._flush()
         return played
@@ -230,21 +416,38 @@ class VrtClient:
         self._flush()
         return sent
 
-    # -- internals --
+    # -- internals: the session --
 
     def _now(self) -> float:
         return asyncio.get_running_loop().time()
 
+    def _check_usable(self) -> None:
+        if self._stopped is not None:
+            raise LocalProtocolError(
+                f"the session has ended ({self._stopped}); nothing was sent: "
+                "start a new VrtClient for a new session"
+            )
+
     def _flush(self) -> None:
-        for item in self.core.take_outbox():
-            self._outbox.put_nowait(item)
-        for event in self.core.take_events():
-            self._handle(event)
+        core = self.core
+        while True:
+            outbox, events = core.take_outbox(), core.take_events()
+            if not (outbox or events):
+                break
+            for item in outbox:
+                self._outbox.put_nowait(item)
+            for event in events:
+                self._handle(event)
+        if core.state is ClientState.OPEN:
+            # While open, the session writes every sequenced message as it is sent,
+            # and on ready it resent all the kept ones (§5.4).
+            self._written_through = core.outgoing.last_seq
         self._rearm.set()
 
     def _handle(self, event: ClientEvent) -> None:
         if isinstance(event, RunTool):
-            self._start_tool(event)
+            if not self._start_tool(event):
+                return
         elif isinstance(event, CancelTool):
             running = self._running.pop(event.call_id, None)
             if running is not None:
@@ -255,51 +458,89 @@ class VrtClient:
             if self._ready is not None and not self._ready.done():
                 self._ready.set_result(event)
         elif isinstance(event, SessionFailed):
+            self._failure = event
             retrying = event.code == "UNAUTHORIZED" and self.fresh_credential is not None
             if not retrying and self._ready is not None and not self._ready.done():
                 self._ready.set_exception(VrtError(event.code, event.message))
         self._events.put_nowait(event)
 
-    def _start_tool(self, call: RunTool) -> None:
+    def _start_tool(self, call: RunTool) -> bool:
+        """Start the call; False when its arguments do not fit (answered INVALID, §7.1)."""
+        problem = self.tools[call.name].check(call.arguments)
+        if problem is not None:
+            self._finished(call, False, code="INVALID", message=problem)
+            return False
         context = ToolContext(call.call_id, call.turn_id, call.epoch)
         task = asyncio.get_running_loop().create_task(self._run_tool(call, context))
         self._running[call.call_id] = (task, context)
+        return True
 
     async def _run_tool(self, call: RunTool, context: ToolContext) -> None:
-        tool = self.tools[call.name]
-        outcome: dict[str, Any]
-        problem = tool.check(call.arguments)
-        if problem is not None:
-            outcome = {"ok": False, "code": "INVALID", "message": problem}
+        try:
+            output = await self.tools[call.name].run(call.arguments, context)
+        except asyncio.CancelledError:
+            return  # interrupted: the session already answered INTERRUPTED (§7.2)
+        except ToolError as exc:
+            self._finished(call, False, code=exc.code, message=exc.message)
+        except Exception as exc:
+            log.exception("tool %s failed", call.name)
+            self._finished(call, False, code="FAILED", message=f"{type(exc).__name__}: {exc}")
         else:
-            try:
-                output = await tool.run(call.arguments, context)
-                outcome = {"ok": True, "output": output}
-            except asyncio.CancelledError:
-                return  # interrupted: the session already answered INTERRUPTED (§7.2)
-            except ToolError as exc:
-                outcome = {"ok": False, "code": exc.code, "message": exc.message}
-            except Exception as exc:
-                log.exception("tool %s failed", call.name)
-                outcome = {"ok": False, "code": "FAILED", "message": f"{type(exc).__name__}: {exc}"}
-        self._running.pop(call.call_id, None)
-        ok = outcome.pop("ok")
-        self.core.tool_finished(call.call_id, ok, self._now(), **outcome)
+            self._finished(call, True, output=output)
+        finally:
+            self._running.pop(call.call_id, None)
         self._flush()
 
+    def _finished(
+        self,
+        call: RunTool,
+        ok: bool,
+        *,
+        output: Any = None,
+        code: FailureCode | None = None,
+        message: str | None = None,
+    ) -> None:
+        now = self._now()
+        if self.core.tool_finished(
+            call.call_id, ok, now, output=output, code=code, message=message
+        ):
+            self._events.put_nowait(
+                ToolFinished(
+                    call_id=call.call_id,
+                    name=call.name,
+                    ok=ok,
+                    output=output,
+                    code=code,
+                    message=message,
+                )
+            )
+
+    # -- internals: connections --
+
     async def _run(self) -> None:
+        loop = asyncio.get_running_loop()
         attempt = 0
+        #: When the give-up time of the current outage passes; None while there is no
+        #: session to resume (the first connection) or when the client never gives up.
+        deadline: float | None = None
         try:
             while not self._closing:
                 self._opened = False
-                try:
-                    code, reason = await self._connection()
-                except (websockets.InvalidURI, ValueError) as exc:
-                    self._stop(f"cannot connect to {self.url!r}: {exc}")
-                    return
+                ended = await self._connection(deadline)
                 if self._closing:
                     break
+                now = loop.time()
+                if self._opened:  # the outage, if any, is over; a new one starts now
+                    attempt = 0
+                    deadline = (
+                        now + self.give_up_after if math.isfinite(self.give_up_after) else None
+                    )
+                else:
+                    attempt += 1
                 core = self.core
+                if ended.too_big is not None:
+                    self._fail(LIMIT_EXCEEDED, self._too_big(ended.too_big))
+                    return
                 if core.auth_refused:
                     fresh = await self.fresh_credential() if self.fresh_credential else None
                     if fresh is None:
@@ -307,47 +548,152 @@ class VrtClient:
                         return
                     core.auth = fresh
                 elif not (self.reconnect and core.resumable):
-                    if core.state is ClientState.CLOSED:
-                        self._stop("the session failed")
-                    else:
-                        self._stop(f"connection closed ({code}: {reason})")
+                    self._stop(*self._why_ended(ended))
                     return
-                self._events.put_nowait(Disconnected(code, reason, True))
-                # Exponential backoff with jitter, restarting once a connection got ready.
-                attempt = 0 if self._opened else attempt + 1
+                if deadline is not None and now >= deadline:
+                    self._give_up(ended, attempt)
+                    return
+                # Exponential backoff with jitter, restarting once a connection got ready;
+                # never past the give-up time.
                 delay = min(self.backoff_max, self.backoff_initial * 2 ** max(0, attempt - 1))
-                await asyncio.sleep(delay * random.uniform(0.5, 1.0))
+                delay *= random.uniform(0.5, 1.0)
+                if deadline is not None:
+                    delay = min(delay, deadline - now)
+                self._events.put_nowait(
+                    Disconnected(
+                        code=ended.code,
+                        reason=ended.reason,
+                        resuming=True,
+                        attempt=attempt,
+                        retry_in=delay,
+                    )
+                )
+                await asyncio.sleep(delay)
+                if deadline is not None and loop.time() >= deadline:
+                    self._give_up(ended, attempt)
+                    return
         finally:
             if self._ready is not None and not self._ready.done():
                 self._ready.set_exception(VrtError("CLOSED", "the client stopped"))
 
-    def _stop(self, reason: str) -> None:
+    def _too_big(self, size: int | None) -> str:
+        what = f"a message of {size} bytes" if size else "a larger message"
+        return f"the server sent {what}; max_message_bytes is {self.max_message_bytes}"
+
+    def _fail(self, code: str, message: str) -> None:
+        """The client itself ends the session: SessionFailed, then stop."""
+        self._handle(SessionFailed(code=code, message=message))
+        self._stop(message, code)
+
+    def _why_ended(self, ended: _Ended) -> tuple[str, str, BaseException | None]:
+        """The reason, VrtError code and cause for a client that stops after ``ended``."""
+        core = self.core
+        failure = self._failure
+        if core.state is ClientState.CLOSED and failure is not None:
+            return f"the session failed ({failure.code}: {failure.message})", failure.code, None
+        if ended.error is not None:
+            return f"cannot connect to {self.url}: {ended.reason}", "CONNECT_FAILED", ended.error
+        if ended.code is None:
+            return f"the connection ended ({ended.reason})", "CLOSED", None
+        return (
+            f"the connection closed ({ended.code}: {ended.reason or 'no reason given'})",
+            "CLOSED",
+            None,
+        )
+
+    def _give_up(self, ended: _Ended, attempts: int) -> None:
+        last = f"{ended.code}: {ended.reason}" if ended.code is not None else ended.reason
+        plural = "s" if attempts != 1 else ""
+        self._fail(
+            RESUME_TIMEOUT,
+            f"could not resume the session within {self.give_up_after:g} s "
+            f"({attempts} attempt{plural}; the last: {last})",
+        )
+
+    def _stop(
+        self,
+        reason: str,
+        code: str = "CLOSED",
+        cause: BaseException | None = None,
+        *,
+        report: bool = True,
+    ) -> None:
         self._closing = True
         if self._ready is not None and not self._ready.done():
-            self._ready.set_exception(VrtError("CLOSED", reason))
-        if not self._stopped:
-            self._stopped = True
-            self._events.put_nowait(SessionClosed(reason))
+            error = VrtError(code, reason)
+            error.__cause__ = cause
+            self._ready.set_exception(error)
+        if self._stopped is None:
+            self._stopped = reason
+            if report:
+                self.undelivered = self._unacknowledged()
+                if self.undelivered:
+                    self._events.put_nowait(Undelivered(messages=self.undelivered))
+            self._events.put_nowait(SessionClosed(reason=reason))
 
-    async def _connection(self) -> tuple[int | None, str]:
-        """One WebSocket: hello, frames both ways, timers; returns its close code and reason."""
+    def _unacknowledged(self) -> tuple[UndeliveredMessage, ...]:
+        """Our kept messages the server has not handled, read back from their bytes."""
+        return tuple(
+            UndeliveredMessage(
+                seq=seq, message=_OWN_MESSAGES.decode(data), sent=seq <= self._written_through
+            )
+            for seq, data in self.core.outgoing.kept()
+            if seq > self._handled_through
+        )
+
+    def _ssl(self) -> ssl.SSLContext | None:
+        if self.ssl_context is None and urlsplit(self.url).scheme.lower() == "wss":
+            self.ssl_context = system_context()
+            self._trusted = system_trust()
+        return self.ssl_context
+
+    def _describe(self, error: BaseException) -> str:
+        """Why no WebSocket could be opened, in one line."""
+        if isinstance(error, ssl.SSLError):
+            return describe_tls_error(error, self._trusted)
+        if isinstance(error, socket.gaierror):
+            return f"cannot resolve the host name ({error.strerror})"
+        if isinstance(error, ConnectionRefusedError):
+            return "connection refused (is the server running?)"
+        if isinstance(error, TimeoutError):
+            return "no answer in time"
+        if isinstance(error, websockets.InvalidStatus):
+            return f"the server answered HTTP {error.response.status_code}, not a WebSocket"
+        if isinstance(error, OSError) and error.strerror:
+            return error.strerror
+        return str(error) or type(error).__name__
+
+    async def _connection(self, deadline: float | None) -> _Ended:
+        """One WebSocket: hello, frames both ways, timers; how it ended. Before its
+        ``ready`` it is abandoned at ``deadline``."""
+        loop = asyncio.get_running_loop()
+        timeout = self.open_timeout
+        if deadline is not None:
+            timeout = max(0.0, min(timeout, deadline - loop.time()))
         try:
             ws = await connect(
                 self.url,
                 ping_interval=None,  # the protocol's own heartbeat counts (§4.4)
                 compression=None,
-                open_timeout=self.open_timeout,
-                max_size=None,
-                ssl=self.ssl_context,
+                open_timeout=timeout,
+                close_timeout=CLOSE_TIMEOUT,
+                max_size=self.max_message_bytes,
+                ssl=self._ssl(),
                 logger=_WIRE_LOG,
             )
-        except (OSError, websockets.InvalidHandshake, TimeoutError) as exc:
-            return None, f"cannot connect: {exc}"
+        except (
+            OSError,
+            websockets.InvalidHandshake,
+            websockets.InvalidURI,
+            TimeoutError,
+            ValueError,
+        ) as exc:
+            return _Ended(code=None, reason=self._describe(exc), error=exc)
         self._ws = ws
         self._outbox = asyncio.Queue()
+        watchdog = None if deadline is None else loop.call_at(deadline, self._abandon, ws)
         self.core.connection_made(self._now())
         self._flush()
-        loop = asyncio.get_running_loop()
         writer = loop.create_task(self._write(ws))
         timer = loop.create_task(self._timers(ws))
         try:
@@ -355,19 +701,37 @@ class VrtClient:
                 data = await ws.recv()
                 now = self._now()
                 if isinstance(data, str):
+                    handled = None if self._opened else _resumed_from(data)
                     self.core.receive_text(data, now)
+                    if handled is not None and self.core.state is ClientState.OPEN:
+                        # The session took this ready: every message of ours up to its
+                        # resumedFrom was handled, acknowledged or not (§5.4).
+                        self._handled_through = max(self._handled_through, handled)
                 else:
                     self.core.receive_binary(data, now)
                 self._flush()
         except websockets.ConnectionClosed as exc:
-            received = exc.rcvd
-            return (received.code, received.reason) if received else (None, "connection lost")
+            if isinstance(exc.__cause__, PayloadTooBig):
+                size = exc.__cause__.size or 0
+                return _Ended(code=1009, reason=self._too_big(size), too_big=size)
+            if exc.rcvd is not None:
+                return _Ended(code=exc.rcvd.code, reason=exc.rcvd.reason)
+            if not self._opened and deadline is not None and loop.time() >= deadline:
+                return _Ended(code=None, reason="no ready in time")
+            return _Ended(code=None, reason="connection lost")
         finally:
+            if watchdog is not None:
+                watchdog.cancel()
             writer.cancel()
             timer.cancel()
             self._ws = None
             self.core.connection_lost(self._now())
             self._flush()
+
+    def _abandon(self, ws: ClientConnection) -> None:
+        """The give-up time passed while this attempt waited for its ready."""
+        if not self._opened:
+            ws.transport.abort()
 
     async def _write(self, ws: ClientConnection) -> None:
         outbox = self._outbox
