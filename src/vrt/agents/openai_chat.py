@@ -89,6 +89,7 @@ from .base import (
     UserTextReceived,
 )
 from .function_names import OPENAI, FunctionNames
+from .provider_socket import loopback
 from .usage import TokenUsage, count
 
 if TYPE_CHECKING:
@@ -780,7 +781,7 @@ def _config(options: dict[str, str]) -> ChatConfig:
             "the openai-chat agent needs OPENAI_API_KEY for api.openai.com "
             "(or --agent-option base_url=... for a local server)"
         )
-    if api_key is not None and parts.scheme == "http" and not _loopback(parts.hostname):
+    if api_key is not None and parts.scheme == "http" and not loopback(parts.hostname):
         log.warning("openai-chat sends OPENAI_API_KEY to %s without TLS", parts.hostname)
     return ChatConfig(
         model=model.strip(),
@@ -789,10 +790,6 @@ def _config(options: dict[str, str]) -> ChatConfig:
         timeout=timeout,
         api_key=api_key,
     )
-
-
-def _loopback(host: str) -> bool:
-    return host in ("localhost", "::1") or host.startswith("127.")
 
 
 def setup(options: dict[str, str]) -> AgentFactory:

@@ -79,7 +79,6 @@ from __future__ import annotations
 import asyncio
 import base64
 import contextlib
-import ipaddress
 import json
 import logging
 import os
@@ -88,7 +87,7 @@ from collections import OrderedDict, deque
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Final
-from urllib.parse import urlencode, urlsplit
+from urllib.parse import urlencode
 
 import orjson
 import websockets
@@ -113,6 +112,7 @@ from .base import (
     UserTextReceived,
 )
 from .function_names import OPENAI, FunctionNames
+from .provider_socket import ProviderSocket, check_ws_url, redact, register_secret
 from .usage import TokenUsage, count
 
 __all__ = [
@@ -248,7 +248,7 @@ def config_from(options: Mapping[str, str], environ: Mapping[str, str]) -> Realt
     if not model or not voice:
         raise AgentSetupError("model and voice must not be empty")
     base_url = get("base_url", DEFAULT_BASE_URL)
-    _check_url(base_url)
+    check_ws_url(base_url, "OPENAI_API_KEY")
     transcription = get("transcription_model", DEFAULT_TRANSCRIPTION_MODEL)
     turn_detection = get("turn_detection", "server_vad")
     if turn_detection not in TURN_DETECTIONS:
@@ -265,26 +265,6 @@ def config_from(options: Mapping[str, str], environ: Mapping[str, str]) -> Realt
     )
 
 
-def _check_url(url: str) -> None:
-    parts = urlsplit(url)
-    if parts.scheme not in ("ws", "wss") or not parts.hostname:
-        raise AgentSetupError(f"base_url must be a ws:// or wss:// URL, not {url!r}")
-    if parts.username or parts.password:
-        raise AgentSetupError("base_url must not carry credentials; set OPENAI_API_KEY")
-    if parts.scheme == "ws" and not _loopback(parts.hostname):
-        # The key travels in a header: in clear text only to this machine (§10).
-        raise AgentSetupError("base_url: ws:// (no TLS) is allowed only for localhost; use wss://")
-
-
-def _loopback(host: str) -> bool:
-    if host == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(host).is_loopback
-    except ValueError:
-        return False
-
-
 def setup(options: dict[str, str]) -> AgentFactory:
     """``vrt serve --agent openai-realtime``: read the key and the settings, or say in one
     line what to set (AgentSetupError)."""
@@ -294,45 +274,13 @@ def setup(options: dict[str, str]) -> AgentFactory:
             "set OPENAI_API_KEY in the environment (the key is read only from there)"
         )
     config = config_from(options, os.environ)
-    _register_secret(api_key)
+    register_secret(api_key, log, _WIRE_LOG)
 
     def factory(info: SessionInfo) -> OpenAIRealtimeAgent:
         del info  # everything the agent needs is on its AgentSession when it runs
         return OpenAIRealtimeAgent(config, api_key)
 
     return factory
-
-
-# --- secrets never reach a log --------------------------------------------------------
-
-_SECRETS: set[str] = set()
-
-
-def _redact(text: str) -> str:
-    for secret in _SECRETS:
-        if secret in text:
-            text = text.replace(secret, "[redacted]")
-    return text
-
-
-class _RedactSecrets(logging.Filter):
-    def filter(self, record: logging.LogRecord) -> bool:
-        if _SECRETS:
-            message = record.getMessage()
-            redacted = _redact(message)
-            if redacted != message:
-                record.msg, record.args = redacted, None
-        return True
-
-
-_REDACTOR: Final = _RedactSecrets()
-
-
-def _register_secret(secret: str) -> None:
-    _SECRETS.add(secret)
-    for logger in (log, _WIRE_LOG):
-        if _REDACTOR not in logger.filters:
-            logger.addFilter(_REDACTOR)
 
 
 class ProviderRefused(Exception):
@@ -411,15 +359,13 @@ class _Response:
     audio: dict[tuple[str, int], _Audio] = field(default_factory=dict)
 
 
-class _Link:
+class _Link(ProviderSocket):
     """One provider WebSocket, i.e. one provider session, and all the state that dies
     with it: the response in flight, the queued request, items and calls."""
 
     def __init__(self, ws: ClientConnection, generation: int) -> None:
-        self.ws = ws
+        super().__init__(ws)
         self.generation = generation
-        self.outbox: asyncio.Queue[bytes] = asyncio.Queue()
-        self.writer = asyncio.get_running_loop().create_task(self._write())
         self.requested: _Request | None = None  # response.create sent, no response.created yet
         self.queued: _Request | None = None  # to send once no response is active
         self.active: _Response | None = None  # response.created seen, response.done not yet
@@ -444,18 +390,6 @@ class _Link:
         #: The provider ended the session at its maximum duration.
         self.expired = False
 
-    def send(self, event: dict[str, Any]) -> None:
-        """Queue one client event; sent in order by the writer, without blocking the
-        caller (so that state changes and their events stay in one synchronous step)."""
-        self.outbox.put_nowait(orjson.dumps(event))
-
-    async def _write(self) -> None:
-        ws = self.ws
-        outbox = self.outbox
-        with contextlib.suppress(websockets.ConnectionClosed):
-            while True:
-                await ws.send(await outbox.get(), text=True)
-
     def forget_after(self, event_id: str) -> None:
         """Errors about ``event_id`` are expected (a best-effort delete or truncate)."""
         self.best_effort[event_id] = None
@@ -465,11 +399,7 @@ class _Link:
     async def close(self) -> None:
         if self.confirm_timer is not None:
             self.confirm_timer.cancel()
-        self.writer.cancel()
-        with contextlib.suppress(asyncio.CancelledError, Exception):
-            await self.writer
-        with contextlib.suppress(Exception):
-            await asyncio.wait_for(self.ws.close(), 2.0)
+        await super().close()
 
 
 def _provider_format(fmt: Format) -> dict[str, Any]:
@@ -504,7 +434,7 @@ class OpenAIRealtimeAgent:
     def __init__(self, config: RealtimeConfig, api_key: str) -> None:
         self.config = config
         self._api_key = api_key
-        _register_secret(api_key)  # redacted from every log record of this module
+        register_secret(api_key, log, _WIRE_LOG)  # redacted from every log record here
         self._session: AgentSession | None = None
         self._link: _Link | None = None
         #: Session events (audio aside) that arrived while no model was connected.
@@ -598,7 +528,7 @@ class OpenAIRealtimeAgent:
 
     def _end(self, message: str) -> None:
         """End the vRT session for good (non-recoverable AGENT_ERROR, close)."""
-        message = _redact(message)
+        message = redact(message)
         log.warning("ending the session: %s", message)
         self.session.close(message)
         raise ProviderRefused(message)
@@ -631,7 +561,7 @@ class OpenAIRealtimeAgent:
                     )
                 problem = f"HTTP {status}"
             except (OSError, TimeoutError, websockets.InvalidHandshake) as exc:
-                problem = _redact(f"{type(exc).__name__}: {exc}")
+                problem = redact(f"{type(exc).__name__}: {exc}")
             else:
                 return self._configure(ws)
             log.warning("cannot reach the model at %s (%s)", self.config.base_url, problem)
@@ -678,8 +608,7 @@ class OpenAIRealtimeAgent:
                 "the model service did not confirm the session configuration (no "
                 f"session.updated within {self.config.connect_timeout:g} s)"
             )
-            if link.ws.transport is not None:
-                link.ws.transport.abort()  # ends _read at once
+            link.abort()  # ends _read at once
 
     def _session_config(self) -> dict[str, Any]:
         session = self.session
@@ -782,7 +711,7 @@ class OpenAIRealtimeAgent:
         code = error.get("code")
         about = error.get("event_id")
         kind = error.get("type") or "error"
-        message = _redact(str(error.get("message") or "no message"))
+        message = redact(str(error.get("message") or "no message"))
         detail = f"{kind}/{code}" if code else str(kind)
         if code == "response_cancel_not_active":
             return  # our cancel crossed the response's end: nothing was left to cancel
@@ -885,7 +814,7 @@ class OpenAIRealtimeAgent:
     def _on_user_failed(self, link: _Link, event: dict[str, Any]) -> None:
         error = event.get("error") or {}
         code = error.get("code") or error.get("type") or "unknown"
-        message = _redact(str(error.get("message") or "no message"))
+        message = redact(str(error.get("message") or "no message"))
         log.warning("the user's speech could not be transcribed (%s): %s", code, message)
         item = self._user_item(link, event.get("item_id"))
         if item is not None and item.text:
@@ -958,7 +887,7 @@ class OpenAIRealtimeAgent:
                 code = error.get("code")
                 reason = code or error.get("type") or "unknown"
                 if code in PERMANENT_CODES:
-                    message = _redact(str(error.get("message") or ""))
+                    message = redact(str(error.get("message") or ""))
                     link.fatal = f"the model response failed ({reason}): {message}".rstrip(": ")
                     return
                 if live:
