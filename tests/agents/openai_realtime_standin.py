@@ -114,7 +114,8 @@ class Reply:
     transcript_first: bool = False
     gate: asyncio.Event | None = None
     #: Audio deltas the service still sends when a ``response.cancel`` arrives: audio it
-    #: generated (faster than real time) before the cancel took effect.
+    #: generated before the cancel took effect ("The server will produce audio faster
+    #: than realtime", API reference, conversation.item.truncate).
     after_cancel: int = 0
     #: End the response ``failed`` with this ``status_details.error`` (e.g. ``{"type":
     #: "invalid_request_error", "code": "model_not_found", "message": ...}``), or
