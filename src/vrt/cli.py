@@ -63,8 +63,8 @@ def serve(
         typer.Option(
             metavar="NAME",
             help="The agent behind each session: scripted (deterministic, for tests and "
-            "demos), openai-realtime (speech to speech), openai-chat (text; any "
-            "OpenAI-compatible server). See docs/agents.md.",
+            "demos), openai-realtime or gemini-live (speech to speech), openai-chat (text; "
+            "any OpenAI-compatible server). See docs/agents.md.",
         ),
     ] = DEFAULT_AGENT,
     auth_token: Annotated[

@@ -20,6 +20,14 @@ The streamed format is the documented one:
   ``src/openai/types/chat/chat_completion_chunk.py``: ``ChatCompletionChunk``,
   ``Choice``, ``ChoiceDelta``, ``ChoiceDeltaToolCall``).
 
+The requests are checked as the servers check them; a request they would refuse gets
+the same refusal here, before any scripted reply (see :func:`refusal`, each rule with its
+source): a function name outside OpenAI's pattern, tool-call arguments in the history
+that are not a JSON object (Ollama answers 400), a tool message that answers no call or
+a call no tool message answers (OpenAI answers 400), and, with ``refuse_stream_options``,
+a ``stream_options`` member (servers that predate it answer 400). A request with
+``stream_options.include_usage`` gets a last chunk with ``usage`` before ``[DONE]``.
+
 Usage::
 
     standin = ChatStandIn()
@@ -35,6 +43,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+import re
 from collections import deque
 from dataclasses import dataclass, field
 from typing import Any, TypeAlias
@@ -50,8 +59,10 @@ __all__ = [
     "Status",
     "Stream",
     "chunk",
+    "refusal",
     "text_reply",
     "tool_call_reply",
+    "usage_chunk",
 ]
 
 
@@ -132,12 +143,26 @@ def text_reply(*parts: str | Pause | Gate | Cut, finish: str | None = "stop") ->
     return Stream(tuple(events), done=not cut)
 
 
-def tool_call_reply(*calls: tuple[str, str, list[str]], text: str | None = None) -> Stream:
+def tool_call_reply(
+    *calls: tuple[str, str, list[str]],
+    text: str | None = None,
+    id_per_chunk: bool = False,
+    same_index: bool = False,
+    finish: str = "tool_calls",
+) -> Stream:
     """Streamed tool calls ``(provider id, function name, argument fragments)``, as
     OpenAI sends them: the id, type and name with an empty first fragment, then the
-    arguments in fragments, all keyed by ``index``; finish ``tool_calls``."""
+    arguments in fragments, all keyed by ``index``; finish ``tool_calls``.
+
+    ``id_per_chunk``: every fragment comes with a new id and the name again, as vLLM's
+    streaming of gpt-oss tool calls did (``make_tool_call_id()`` per chunk,
+    github.com/vllm-project/vllm/pull/23522; also vllm.rs,
+    github.com/guoqingbao/xinfer/pull/232). ``same_index``: every call at index 0, told
+    apart by its id, as vLLM and SGLang streamed parallel calls
+    (github.com/InternLM/lmdeploy/issues/3412)."""
     events: list[Part] = [chunk({"role": "assistant", "content": text})]
-    for index, (call_id, name, fragments) in enumerate(calls):
+    for number, (call_id, name, fragments) in enumerate(calls):
+        index = 0 if same_index else number
         first = {
             "index": index,
             "id": call_id,
@@ -145,11 +170,16 @@ def tool_call_reply(*calls: tuple[str, str, list[str]], text: str | None = None)
             "function": {"name": name, "arguments": ""},
         }
         events.append(chunk({"tool_calls": [first]}))
-        events.extend(
-            chunk({"tool_calls": [{"index": index, "function": {"arguments": fragment}}]})
-            for fragment in fragments
-        )
-    events.append(chunk({}, "tool_calls"))
+        for n, fragment in enumerate(fragments):
+            entry: dict[str, Any] = {"index": index, "function": {"arguments": fragment}}
+            if id_per_chunk:
+                entry = {
+                    **first,
+                    "id": f"{call_id}_{n}",
+                    "function": {"name": name, "arguments": fragment},
+                }
+            events.append(chunk({"tool_calls": [entry]}))
+    events.append(chunk({}, finish))
     return Stream(tuple(events))
 
 
@@ -177,9 +207,12 @@ class Recorded:
 
 class ChatStandIn:
     """The stand-in server. Replies are used in order, one per request; a request with
-    no reply left gets a 500 saying so."""
+    no reply left gets a 500 saying so. A request the real servers refuse is refused
+    (:func:`refusal`) without using a reply."""
 
     def __init__(self) -> None:
+        #: Refuse ``stream_options`` as a server that does not know it does.
+        self.refuse_stream_options = False
         self.requests: list[Recorded] = []
         self._replies: deque[Reply] = deque()
         self._server: asyncio.Server | None = None
@@ -230,7 +263,11 @@ class ChatStandIn:
             async with self._arrived:
                 self.requests.append(recorded)
                 self._arrived.notify_all()
-            reply = self._replies.popleft() if self._replies else _NOTHING_SCRIPTED
+            refused = refusal(recorded.body, refuse_stream_options=self.refuse_stream_options)
+            if refused is not None:
+                reply: Reply = refused
+            else:
+                reply = self._replies.popleft() if self._replies else _NOTHING_SCRIPTED
             if isinstance(reply, Status):
                 await _write_status(writer, reply)
                 recorded.finished.set()
@@ -280,6 +317,11 @@ class ChatStandIn:
         gone = asyncio.get_running_loop().create_task(reader.read(1))
         try:
             parts: list[Part] = list(reply.parts)
+            options = (
+                recorded.body.get("stream_options") if isinstance(recorded.body, dict) else None
+            )
+            if reply.done and isinstance(options, dict) and options.get("include_usage"):
+                parts.append(usage_chunk(recorded.body))
             if reply.done:
                 parts.append(Event("[DONE]"))
             for part in parts:
@@ -311,6 +353,106 @@ class ChatStandIn:
 
 
 _NOTHING_SCRIPTED = Status(500, {"error": {"message": "the stand-in has no scripted reply"}})
+
+#: OpenAI's function names (see vrt/agents/function_names.py for the sources).
+_FUNCTION_NAME = re.compile(r"^[a-zA-Z0-9_-]{1,64}$")
+
+
+def _bad_request(message: str, param: str | None = None) -> Status:
+    # OpenAI's error body: {"error": {message, type, param, code}}.
+    error = {"message": message, "type": "invalid_request_error", "param": param, "code": None}
+    return Status(400, {"error": error})
+
+
+def refusal(body: Any, *, refuse_stream_options: bool = False) -> Status | None:
+    """The 400 a real server gives ``body``, if it refuses it."""
+    if not isinstance(body, dict):
+        return _bad_request("the request body is not a JSON object")
+    for n, tool in enumerate(body.get("tools") or ()):
+        name = (tool.get("function") or {}).get("name")
+        if not isinstance(name, str) or not _FUNCTION_NAME.match(name):
+            # OpenAI (github.com/brekkylab/ailoy/pull/109).
+            param = f"tools[{n}].function.name"
+            return _bad_request(
+                f"Invalid '{param}': string does not match pattern. Expected a string "
+                "that matches the pattern '^[a-zA-Z0-9_-]+$'.",
+                param,
+            )
+    if refuse_stream_options and "stream_options" in body:
+        # A server that predates the member (Azure OpenAI's older API versions refuse
+        # it: github.com/langgenius/dify-plugin-sdks/pull/50).
+        return _bad_request("Unrecognized request argument supplied: stream_options")
+    unanswered: set[str] = set()
+    for n, message in enumerate(body.get("messages") or ()):
+        role = message.get("role")
+        if role == "tool":
+            call_id = message.get("tool_call_id")
+            if call_id not in unanswered:
+                # OpenAI (github.com/FoundationAgents/OpenManus/issues/744).
+                return _bad_request(
+                    "Messages with role 'tool' must be a response to a preceding message "
+                    "with 'tool_calls'"
+                )
+            unanswered.discard(call_id)
+            continue
+        if unanswered:
+            # OpenAI (github.com/microsoft/promptflow/pull/3130).
+            return _bad_request(
+                "An assistant message with 'tool_calls' must be followed by tool messages "
+                "responding to each 'tool_call_id'."
+            )
+        for m, call in enumerate(message.get("tool_calls") or ()):
+            unanswered.add(call.get("id"))
+            name = (call.get("function") or {}).get("name")
+            if not isinstance(name, str) or not _FUNCTION_NAME.match(name):
+                # OpenAI checks the names in the history too
+                # (github.com/mcp-use/mcp-use/issues/90: 'messages[9].tool_calls[0].function.name').
+                return _bad_request(
+                    f"Invalid 'messages[{n}].tool_calls[{m}].function.name': string does not "
+                    "match pattern. Expected a string that matches the pattern "
+                    "'^[a-zA-Z0-9_-]+$'."
+                )
+            text = (call.get("function") or {}).get("arguments")
+            try:
+                arguments = json.loads(text) if isinstance(text, str) else None
+            except ValueError:
+                arguments = None
+            if not isinstance(arguments, dict):
+                # Ollama's OpenAI layer unmarshals the arguments into a map and answers
+                # 400 "invalid tool call arguments" (ollama/ollama openai/openai.go,
+                # FromChatRequest); llama.cpp's server fails such a history with a 500
+                # (github.com/lemonade-sdk/lemonade/pull/1481).
+                return _bad_request("invalid tool call arguments")
+    return None
+
+
+def usage_chunk(body: Any) -> Event:
+    """The last chunk of a stream whose request asked for ``include_usage``: "an
+    additional chunk ... before the data: [DONE] message ... the choices field will
+    always be an empty array" (OpenAI API reference, ``stream_options``, quoted in
+    github.com/janhq/cortex.llamacpp/issues/265). Made-up but deterministic figures:
+    ten prompt tokens a message, a cached prefix once the history is long."""
+    messages = len(body.get("messages") or ())
+    prompt = 10 * messages
+    cached = 8 if messages > 3 else 0
+    usage = {
+        "prompt_tokens": prompt,
+        "completion_tokens": 5,
+        "total_tokens": prompt + 5,
+        "prompt_tokens_details": {"cached_tokens": cached, "audio_tokens": 0},
+        "completion_tokens_details": {"reasoning_tokens": 0, "audio_tokens": 0},
+    }
+    return Event(
+        {
+            "id": "chatcmpl-standin",
+            "object": "chat.completion.chunk",
+            "created": 1_700_000_000,
+            "model": "standin",
+            "choices": [],
+            "usage": usage,
+        }
+    )
+
 
 _REASONS = {200: "OK", 400: "Bad Request", 401: "Unauthorized", 404: "Not Found"}
 

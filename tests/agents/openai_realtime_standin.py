@@ -27,9 +27,24 @@ with the shapes of the provider's documentation:
 It is small on purpose: a deterministic "model" whose replies tests script with
 :class:`Reply`, an energy detector standing in for server VAD, and a record of every
 event received (:attr:`StandIn.received`) and sent (:attr:`StandIn.sent`) for
-assertions. It enforces the rules the adapter must respect: one response at a time
-(``conversation_already_has_active_response``), cancel only an active response
-(``response_cancel_not_active``), truncate only within the audio sent.
+assertions. It behaves like the service, not like the adapter, on every rule the
+adapter must respect; each rule names its source where it is enforced:
+
+* one response at a time (``conversation_already_has_active_response``), cancel only
+  an active response (``response_cancel_not_active``);
+* a ``session.update`` with a tool name outside ``^[a-zA-Z0-9_-]+$`` or a value the
+  service does not know is rejected whole: an ``error`` naming the ``param`` and the
+  client's ``event_id``, no ``session.updated``, the session stays on its defaults;
+* a wrong API key is not refused at the upgrade: the socket opens, an ``error``
+  ``invalid_api_key`` arrives and the service closes with 3000;
+* truncation only of assistant audio (``Only model output audio messages can be
+  truncated``), never past the audio the item holds (``Audio content of X ms is
+  already shorter than Y ms``);
+* input transcription that streams ``...input_audio_transcription.delta`` events and
+  ends ``.completed`` or ``.failed``, asynchronously with the response;
+* ``response.done`` with ``usage``, and ``failed`` / ``incomplete`` statuses with their
+  ``status_details``;
+* the session's maximum duration: an ``error`` ``session_expired``, then close 1001.
 """
 
 from __future__ import annotations
@@ -40,10 +55,11 @@ import contextlib
 import itertools
 import json
 import logging
+import re
 import struct
 import time
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Callable, Coroutine
 from dataclasses import dataclass, field
 from http import HTTPStatus
 from typing import Any
@@ -93,6 +109,20 @@ class Reply:
     #: For the latency bench: write ``time.perf_counter_ns()`` into the first 8 bytes of
     #: each delta just before it is sent (the payload then travels unchanged).
     stamp: bool = False
+    #: Send every transcript fragment before the first audio delta (the service often
+    #: does: the text is ready before the speech), then wait for ``gate`` if set.
+    transcript_first: bool = False
+    gate: asyncio.Event | None = None
+    #: Audio deltas the service still sends when a ``response.cancel`` arrives: audio it
+    #: generated before the cancel took effect ("The server will produce audio faster
+    #: than realtime", API reference, conversation.item.truncate).
+    after_cancel: int = 0
+    #: End the response ``failed`` with this ``status_details.error`` (e.g. ``{"type":
+    #: "invalid_request_error", "code": "model_not_found", "message": ...}``), or
+    #: ``incomplete`` with this ``status_details.reason`` (``max_output_tokens``,
+    #: ``content_filter``), instead of ``completed``.
+    failed: dict[str, Any] | None = None
+    incomplete: str | None = None
 
 
 def _format_of(audio_format: Any) -> Format:
@@ -100,6 +130,47 @@ def _format_of(audio_format: Any) -> Format:
     if isinstance(audio_format, dict) and audio_format.get("type") == "audio/pcmu":
         return PCMU_8K
     return PCM16_24K
+
+
+#: The voices of ``audio.output.voice`` (openai-python types/realtime/realtime_response.py).
+VOICES = ("alloy", "ash", "ballad", "coral", "echo", "sage", "shimmer", "verse", "marin", "cedar")
+#: What the service accepts as a function name (see _invalid_session).
+_FUNCTION_NAME = re.compile(r"^[a-zA-Z0-9_-]{1,64}$")
+
+
+def _invalid_session(update: dict[str, Any]) -> tuple[str, str] | None:
+    """(param, message) of the first value of ``update`` the service refuses, if any."""
+    for n, tool in enumerate(update.get("tools") or ()):
+        name = tool.get("name") if isinstance(tool, dict) else None
+        if not isinstance(name, str) or not _FUNCTION_NAME.match(name):
+            # The service's message for a function name outside its pattern, as
+            # reported for tools[].function.name (github.com/brekkylab/ailoy/pull/109,
+            # github.com/mcp-use/mcp-use/issues/90), here for session.tools[].name.
+            param = f"session.tools[{n}].name"
+            return param, (
+                f"Invalid '{param}': string does not match pattern. Expected a string "
+                "that matches the pattern '^[a-zA-Z0-9_-]+$'."
+            )
+    audio = update.get("audio") if isinstance(update.get("audio"), dict) else {}
+    assert isinstance(audio, dict)
+    for side in ("input", "output"):
+        fmt = (audio.get(side) or {}).get("format")
+        if isinstance(fmt, dict):
+            # realtime_audio_formats_param.py: audio/pcm with rate 24000 only,
+            # audio/pcmu, audio/pcma.
+            kind = fmt.get("type")
+            if kind not in ("audio/pcm", "audio/pcmu", "audio/pcma") or (
+                kind == "audio/pcm" and fmt.get("rate", 24000) != 24000
+            ):
+                return f"session.audio.{side}.format", f"Invalid value: {fmt!r}."
+    voice = (audio.get("output") or {}).get("voice")
+    if voice is not None and voice not in VOICES:
+        return "session.audio.output.voice", (
+            f"Invalid value: '{voice}'. Supported values are: "
+            + ", ".join(f"'{v}'" for v in VOICES)
+            + "."
+        )
+    return None
 
 
 def _ms(payload: bytes, fmt: Format) -> float:
@@ -123,6 +194,12 @@ class _Active:
     #: output items in progress: (item id, output index, kind, call or None, text so far)
     open_items: dict[str, tuple[int, str, FunctionCall | None, str]] = field(default_factory=dict)
     output: list[dict[str, Any]] = field(default_factory=list)
+    reply: Reply | None = None
+    #: The audio message in progress: its item and the ids every delta carries.
+    audio_item: _Item | None = None
+    audio_base: dict[str, Any] | None = None
+    audio_ms: float = 0.0
+    words: int = 0
 
 
 class _Connection:
@@ -170,9 +247,15 @@ class _Connection:
             await self.ws.send(json.dumps(event))
 
     async def error(
-        self, code: str, message: str, about: Any, kind: str = "invalid_request_error"
+        self,
+        code: str,
+        message: str,
+        about: Any,
+        kind: str = "invalid_request_error",
+        param: str | None = None,
     ) -> None:
         # realtime-server-events/error: {type, code, message, param, event_id}
+        # (openai-python types/realtime/realtime_error.py)
         event_id = about if self.standin.echo_error_event_ids else None
         await self.emit(
             {
@@ -181,7 +264,7 @@ class _Connection:
                     "type": kind,
                     "code": code,
                     "message": message,
-                    "param": None,
+                    "param": param,
                     "event_id": event_id,
                 },
             }
@@ -206,8 +289,19 @@ class _Connection:
         kind = event.get("type")
         about = event.get("event_id")
         if kind == "session.update":
-            self._merge(self.session, event.get("session") or {})
-            await self.emit({"type": "session.updated", "session": self.session})
+            update = event.get("session") or {}
+            problem = _invalid_session(update)
+            if problem is not None:
+                # The whole update is refused: nothing of it applies, and the answer is
+                # an error naming the param instead of session.updated ("Returned when a
+                # session is updated with a session.update event, unless there is an
+                # error", API reference, server events, session.updated).
+                param, message = problem
+                await self.error("invalid_value", message, about, param=param)
+                return
+            self._merge(self.session, update)
+            if self.standin.confirm_session_update:
+                await self.emit({"type": "session.updated", "session": self.session})
         elif kind == "input_audio_buffer.append":
             await self._append(base64.b64decode(event["audio"]))
         elif kind == "conversation.item.create":
@@ -268,20 +362,32 @@ class _Connection:
     async def _truncate(self, event: dict[str, Any], about: Any) -> None:
         item = self.items.get(str(event.get("item_id")))
         end = event.get("audio_end_ms")
-        if item is None or item.role != "assistant":
+        if item is None:
+            await self.error("item_not_found", f"Item {event.get('item_id')} not found", about)
+        elif item.role != "assistant" or item.audio_ms <= 0:
+            # An item with no audio (a function call, a user message, or an assistant
+            # message whose audio has not started) is refused whatever audio_end_ms is:
+            # "Only model output audio messages can be truncated" (code
+            # unsupported_content_type, reported in github.com/livekit/agents/pull/6158).
             await self.error(
-                "invalid_value", "only assistant message items can be truncated", about
+                "unsupported_content_type",
+                "Only model output audio messages can be truncated",
+                about,
             )
         elif not isinstance(end, int) or end < 0 or end > item.audio_ms:
             # "If the audio_end_ms is greater than the actual audio duration, the server
-            # will respond with an error."
+            # will respond with an error" (API reference, conversation.item.truncate); the
+            # message the service sends, as reported in
+            # github.com/openclaw/openclaw/pull/125502 and
+            # github.com/twilio-samples/speech-assistant-openai-realtime-api-python/issues/45.
             await self.error(
                 "invalid_value",
-                f"audio_end_ms {end} is beyond the item's {item.audio_ms:.0f} ms of audio",
+                f"Audio content of {item.audio_ms:.0f}ms is already shorter than {end}ms",
                 about,
             )
         else:
             item.truncated_ms = end
+            item.audio_ms = float(end)  # the audio after it is gone from the item
             await self.emit(
                 {
                     "type": "conversation.item.truncated",
@@ -338,23 +444,69 @@ class _Connection:
                 if detection.get("create_response", True) and self.active is None:
                     self._start(None)
                 if self.session["audio"]["input"].get("transcription"):
-                    # Transcription "runs asynchronously with Response creation".
-                    await self.emit(
-                        {
-                            "type": "conversation.item.input_audio_transcription.completed",
-                            "item_id": item_id,
-                            "content_index": 0,
-                            "transcript": self.standin.user_transcript,
-                            "usage": {"type": "duration", "seconds": vad.duration_ms / 1000},
-                        }
-                    )
+                    # Transcription "runs asynchronously with Response creation" (API
+                    # reference, conversation.item.input_audio_transcription.completed).
+                    self.standin._spawn(self._transcribe(item_id, vad.duration_ms))
+
+    async def _transcribe(self, item_id: str, duration_ms: float) -> None:
+        """The user's words as ``.delta`` events (openai-python
+        ``conversation_item_input_audio_transcription_delta_event.py``: item_id,
+        content_index, delta), then ``.completed`` (transcript, usage) or ``.failed``
+        (error {type, code, message, param}, ``..._failed_event.py``)."""
+        standin = self.standin
+        for word in standin.user_transcript.split(" "):
+            await self.emit(
+                {
+                    "type": "conversation.item.input_audio_transcription.delta",
+                    "item_id": item_id,
+                    "content_index": 0,
+                    "delta": f"{word} ",
+                }
+            )
+        gate = standin.transcript_gate
+        if gate is not None:
+            await gate.wait()
+        if standin.transcription_fails:
+            await self.emit(
+                {
+                    "type": "conversation.item.input_audio_transcription.failed",
+                    "item_id": item_id,
+                    "content_index": 0,
+                    "error": {
+                        "type": "transcription_error",
+                        "code": "audio_unintelligible",
+                        "message": "The audio could not be transcribed.",
+                        "param": None,
+                    },
+                }
+            )
+            return
+        await self.emit(
+            {
+                "type": "conversation.item.input_audio_transcription.completed",
+                "item_id": item_id,
+                "content_index": 0,
+                "transcript": standin.user_transcript,
+                "usage": {"type": "duration", "seconds": duration_ms / 1000},
+            }
+        )
+
+    async def expire(self) -> None:
+        """The session's maximum duration is over: an ``error`` ``session_expired``
+        ("Your session hit the maximum duration of 60 minutes.", the event reported in
+        community.openai.com/t/realtime-api-session-expired/975036), then close 1001
+        with the same reason (reported in
+        github.com/pollen-robotics/reachy_mini_conversation_app/issues/134)."""
+        message = "Your session hit the maximum duration of 60 minutes."
+        await self.error("session_expired", message, None)
+        await self.ws.close(1001, message)
 
     # -- responses --
 
     def _start(self, metadata: Any) -> None:
         standin = self.standin
         reply = standin.replies.popleft() if standin.replies else standin.default_reply
-        active = _Active(self._id("resp"), None, metadata)
+        active = _Active(self._id("resp"), None, metadata, reply=reply)
         self.active = active
         # Started here, so that a response.create right behind this one is refused.
         active.task = asyncio.get_running_loop().create_task(self._respond(active, reply))
@@ -368,8 +520,19 @@ class _Connection:
             raise AssertionError("a response is active")
         self._start(None)
 
-    def _response(self, active: _Active, status: str, reason: str | None) -> dict[str, Any]:
-        details = None if reason is None else {"type": status, "reason": reason}
+    def _response(
+        self,
+        active: _Active,
+        status: str,
+        reason: str | None,
+        error: dict[str, Any] | None = None,
+    ) -> dict[str, Any]:
+        # status_details {type, reason, error} (openai-python realtime_response_status.py)
+        details: dict[str, Any] | None = None
+        if reason is not None:
+            details = {"type": status, "reason": reason}
+        elif error is not None:
+            details = {"type": status, "error": error}
         return {
             "object": "realtime.response",
             "id": active.id,
@@ -379,6 +542,25 @@ class _Connection:
             "metadata": active.metadata,
             "output_modalities": ["audio"],
             "conversation_id": f"conv_{self.number}",
+            "usage": None if status == "in_progress" else self._usage(active),
+        }
+
+    def _usage(self, active: _Active) -> dict[str, Any]:
+        # The shape of openai-python realtime_response_usage.py; the figures are made up
+        # but deterministic: an audio token per 20 ms, a text token per transcript fragment.
+        audio_out = int(active.audio_ms // 20)
+        text_in = 100 + 10 * len(self.items)
+        cached = 64 if len(self.items) > 2 else 0
+        return {
+            "total_tokens": text_in + audio_out + active.words,
+            "input_tokens": text_in,
+            "output_tokens": audio_out + active.words,
+            "input_token_details": {
+                "cached_tokens": cached,
+                "text_tokens": text_in,
+                "audio_tokens": 0,
+            },
+            "output_token_details": {"text_tokens": active.words, "audio_tokens": audio_out},
         }
 
     async def _respond(self, active: _Active, reply: Reply) -> None:
@@ -423,27 +605,33 @@ class _Connection:
                 }
             )
             transcript = ""
-            fmt = self.output_format
+            active.audio_item, active.audio_base = item, base
+            if reply.transcript_first:
+                for fragment in reply.transcript:
+                    transcript += fragment
+                    active.words += 1
+                    await self.emit(
+                        {
+                            "type": "response.output_audio_transcript.delta",
+                            **base,
+                            "content_index": 0,
+                            "delta": fragment,
+                        }
+                    )
+            if reply.gate is not None:
+                await reply.gate.wait()
             for n, chunk in enumerate(reply.audio):
                 if n and reply.interval:
                     await asyncio.sleep(reply.interval)
                 payload = chunk
                 if reply.stamp:
                     payload = _STAMP.pack(time.perf_counter_ns()) + chunk[_STAMP.size :]
-                item.audio_ms += _ms(payload, fmt)
-                # response.output_audio.delta: response_id, item_id, output_index,
-                # content_index, delta (base64)
-                self.standin.deltas.append(payload)
-                await self.emit(
-                    {
-                        "type": "response.output_audio.delta",
-                        **base,
-                        "content_index": 0,
-                        "delta": base64.b64encode(payload).decode(),
-                    }
-                )
+                await self._audio_delta(active, payload)
+                if reply.transcript_first:
+                    continue
                 if n < len(reply.transcript):
                     transcript += reply.transcript[n]
+                    active.words += 1
                     await self.emit(
                         {
                             "type": "response.output_audio_transcript.delta",
@@ -452,8 +640,9 @@ class _Connection:
                             "delta": reply.transcript[n],
                         }
                     )
-            for fragment in reply.transcript[len(reply.audio) :]:
+            for fragment in [] if reply.transcript_first else reply.transcript[len(reply.audio) :]:
                 transcript += fragment
+                active.words += 1
                 await self.emit(
                     {
                         "type": "response.output_audio_transcript.delta",
@@ -555,14 +744,45 @@ class _Connection:
             )
             index += 1
         self.active = None
-        # response.done: "Always emitted, no matter the final state."
+        # response.done: "Always emitted, no matter the final state." A failed response
+        # carries status_details.error, an incomplete one status_details.reason
+        # (max_output_tokens or content_filter; realtime_response_status.py).
+        if reply.failed is not None:
+            done = self._response(active, "failed", None, reply.failed)
+        elif reply.incomplete is not None:
+            done = self._response(active, "incomplete", reply.incomplete)
+        else:
+            done = self._response(active, "completed", None)
+        await self.emit({"type": "response.done", "response": done})
+
+    async def _audio_delta(self, active: _Active, payload: bytes) -> None:
+        item, base = active.audio_item, active.audio_base
+        assert item is not None
+        assert base is not None
+        ms = _ms(payload, self.output_format)
+        item.audio_ms += ms
+        active.audio_ms += ms
+        # response.output_audio.delta: response_id, item_id, output_index,
+        # content_index, delta (base64)
+        self.standin.deltas.append(payload)
         await self.emit(
-            {"type": "response.done", "response": self._response(active, "completed", None)}
+            {
+                "type": "response.output_audio.delta",
+                **base,
+                "content_index": 0,
+                "delta": base64.b64encode(payload).decode(),
+            }
         )
 
     async def _cancel(self, reason: str) -> None:
         active = self.active
         assert active is not None
+        reply = active.reply
+        if reply is not None and reply.after_cancel and active.audio_base is not None:
+            # Generated before the cancel took effect: the client gets it, late.
+            size = len(reply.audio[0]) if reply.audio else 960
+            for n in range(reply.after_cancel):
+                await self._audio_delta(active, bytes([(n * 31) % 256]) * size)
         self.active = None
         if active.task is not None:
             active.task.cancel()
@@ -618,8 +838,16 @@ class _Connection:
 class StandIn:
     """The stand-in server. ``await start()`` returns its ``ws://`` base URL.
 
-    :param api_key: when set, a handshake without ``Authorization: Bearer <api_key>`` is
-        refused with HTTP 401, as the real service does.
+    :param api_key: when set, a connection without ``Authorization: Bearer <api_key>``
+        is turned away. The service accepts the upgrade, sends an ``error``
+        ``invalid_api_key`` and closes with 3000 ``invalid_request_error.invalid_api_key``
+        (as reported in
+        github.com/twilio-samples/speech-assistant-openai-realtime-api-python/issues/4:
+        "received 3000 (registered) invalid_request_error.invalid_api_key", and in
+        github.com/openai/openai-realtime-api-beta/issues/2: a random key "gets a
+        successful connection and a different error message as a websocket message");
+        with ``refuse_status`` set it answers the upgrade with that HTTP status instead
+        (403 is what a key without access to the model gets, same issue #2).
     :param echo_error_event_ids: put the client's ``event_id`` in ``error.event_id``
         (documented; the real service sometimes sends null, so tests run both ways).
     """
@@ -628,12 +856,24 @@ class StandIn:
         self,
         *,
         api_key: str | None = None,
+        refuse_status: int | None = None,
         user_transcript: str = "what is the weather",
         threshold: float = 0.02,
         silence_ms: float = 200.0,
         echo_error_event_ids: bool = True,
     ) -> None:
         self.api_key = api_key
+        self.refuse_status = refuse_status
+        #: End the input transcription of each user item with ``.failed``.
+        self.transcription_fails = False
+        #: Hold each ``.completed`` / ``.failed`` transcription event until this is set.
+        self.transcript_gate: asyncio.Event | None = None
+        #: Answer a valid ``session.update`` with ``session.updated`` (a proxy that drops
+        #: the event is the only reason to turn this off).
+        self.confirm_session_update = True
+        #: Cut this many coming connections right after their ``session.update`` (a
+        #: network path that keeps failing; not a behaviour of the service itself).
+        self.drop_on_open = 0
         self.user_transcript = user_transcript
         self.threshold = threshold
         self.silence_ms = silence_ms
@@ -693,8 +933,13 @@ class StandIn:
     def _check(self, connection: ServerConnection, request: Request) -> Response | None:
         authorization = request.headers.get("Authorization")
         self.handshakes.append((request.path, authorization))
-        if self.api_key is not None and authorization != f"Bearer {self.api_key}":
-            return connection.respond(HTTPStatus.UNAUTHORIZED, "Incorrect API key provided\n")
+        if (
+            self.refuse_status is not None
+            and self.api_key is not None
+            and authorization != f"Bearer {self.api_key}"
+        ):
+            status = HTTPStatus(self.refuse_status)
+            return connection.respond(status, "Incorrect API key provided\n")
         if self.refuse > 0:  # an outage: the service answers, but not with a WebSocket
             self.refuse -= 1
             return connection.respond(HTTPStatus.SERVICE_UNAVAILABLE, "overloaded\n")
@@ -703,12 +948,29 @@ class StandIn:
     async def _serve(self, ws: ServerConnection) -> None:
         connection = _Connection(self, ws, len(self.connections) + 1)
         self.connections.append(connection)
+        request = ws.request
+        if (
+            self.api_key is not None
+            and request is not None
+            and request.headers.get("Authorization") != f"Bearer {self.api_key}"
+        ):
+            await connection.error(
+                "invalid_api_key",
+                "Incorrect API key provided: sk-...0000. You can find your API key at "
+                "https://platform.openai.com/account/api-keys.",
+                None,
+            )
+            await ws.close(3000, "invalid_request_error.invalid_api_key")
+            return
         await connection.emit({"type": "session.created", "session": connection.session})
         try:
             async for raw in ws:
                 event = json.loads(raw)
                 self.received.append((connection.number, event))
                 await connection.handle(event)
+                if event.get("type") == "session.update" and self.drop_on_open > 0:
+                    self.drop_on_open -= 1
+                    connection.ws.transport.abort()
         except ConnectionClosed:
             pass
         finally:
@@ -764,6 +1026,11 @@ class StandIn:
             if loop.time() > deadline:
                 raise AssertionError(f"{len(self.connections)} connection(s), expected {count}")
             await asyncio.sleep(0.002)
+
+    def _spawn(self, work: Coroutine[Any, Any, None]) -> None:
+        task = asyncio.get_running_loop().create_task(work)
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
 
     async def inject(self, event: dict[str, Any]) -> None:
         """Send ``event`` on the latest connection (e.g. an ``error``)."""

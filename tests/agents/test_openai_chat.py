@@ -565,3 +565,169 @@ async def test_the_key_is_never_logged(
     assert isinstance(agent, OpenAIChatAgent)
     assert agent.config.api_key == KEY
     assert KEY not in repr(agent.config)
+
+
+# --- what the real servers do (issue 20, points 7-10) ------------------------------------
+
+
+@pytest.mark.parametrize("broken", ['{"a": 2, "b":', "[2, 3]", "not json"])
+async def test_arguments_that_are_not_a_json_object_stay_valid_in_the_history(
+    standin: ChatStandIn, broken: str
+) -> None:
+    """Ollama (and llama.cpp's server) refuse every later request whose history holds
+    such arguments: the history keeps ``{}`` and the model hears the call was INVALID."""
+    standin.reply(
+        tool_call_reply(("call_bad", "add", [broken])),
+        text_reply("Sorry, ", "let me retry."),
+        text_reply("still here"),
+    )
+    async with session(standin, tools=[add]) as client:
+        await client.send_text("what is 2 + 3?")
+        turn = await next_turn(client)
+        assert not [e for e in turn.events if isinstance(e, RunTool)]
+        assert turn.texts == ["Sorry, ", "let me retry."]
+        assert turn.errors == []
+        await client.send_text("and now?")
+        assert (await next_turn(client)).texts == ["still here"]
+    second = await standin.request(1)
+    call_message, result = conversation(second)[1:3]
+    assert call_message["tool_calls"][0]["function"] == {"name": "add", "arguments": "{}"}
+    assert result["tool_call_id"] == "call_bad"
+    assert json.loads(result["content"])["error"]["code"] == "INVALID"
+    assert len(standin.requests) == 3  # none was refused
+
+
+@pytest.mark.parametrize(
+    ("reason", "said"), [("length", "output limit"), ("content_filter", "content filter")]
+)
+async def test_an_answer_cut_short_says_so(standin: ChatStandIn, reason: str, said: str) -> None:
+    standin.reply(text_reply("Once upon ", "a", finish=reason))
+    async with session(standin) as client:
+        await client.send_text("tell me a story")
+        turn = await next_turn(client)
+    assert turn.texts == ["Once upon ", "a"]
+    assert [(e.code, e.recoverable) for e in turn.errors] == [("AGENT_ERROR", True)]
+    assert said in turn.errors[0].message
+    assert reason in turn.errors[0].message
+
+
+async def test_a_call_cut_short_by_the_output_limit_is_not_made(standin: ChatStandIn) -> None:
+    standin.reply(
+        tool_call_reply(("call_cut", "add", ['{"a": 2, "b"']), finish="length"),
+        text_reply("next"),
+    )
+    async with session(standin, tools=[add]) as client:
+        await client.send_text("what is 2 + 3?")
+        turn = await next_turn(client)
+        assert not [e for e in turn.events if isinstance(e, RunTool)]
+        assert [(e.code, e.recoverable) for e in turn.errors] == [("AGENT_ERROR", True)]
+        await client.send_text("again")
+        assert (await next_turn(client)).texts == ["next"]
+    assert len(standin.requests) == 2  # no request was made for the unfinished call
+    assert conversation(await standin.request(1)) == [
+        {"role": "user", "content": "what is 2 + 3?"},
+        {"role": "user", "content": "again"},
+    ]
+
+
+async def test_a_new_id_in_every_chunk_is_still_one_call(standin: ChatStandIn) -> None:
+    fragments = ['{"a":', " 2, ", '"b": 3}']
+    standin.reply(
+        tool_call_reply(("call_v", "add", fragments), id_per_chunk=True), text_reply("5.")
+    )
+    async with session(standin, tools=[add]) as client:
+        await client.send_text("what is 2 + 3?")
+        turn = await next_turn(client)
+    runs = [e for e in turn.events if isinstance(e, RunTool)]
+    assert [(run.name, run.arguments) for run in runs] == [("add", {"a": 2, "b": 3})]
+    (call_message,) = [m for m in conversation(await standin.request(1)) if m.get("tool_calls")]
+    (call,) = call_message["tool_calls"]
+    assert call["id"] == "call_v"  # the id the call was announced with
+    assert call["function"]["arguments"] == "".join(fragments)
+
+
+async def test_parallel_calls_at_one_index_are_still_told_apart(standin: ChatStandIn) -> None:
+    standin.reply(
+        tool_call_reply(
+            ("call_1", "add", ['{"a": 1, "b": 1}']),
+            ("call_2", "add", ['{"a": 2,', ' "b": 2}']),
+            same_index=True,
+        ),
+        text_reply("2 and 4."),
+    )
+    async with session(standin, tools=[add]) as client:
+        await client.send_text("1+1 and 2+2?")
+        turn = await next_turn(client)
+    runs = [e for e in turn.events if isinstance(e, RunTool)]
+    assert [run.arguments for run in runs] == [{"a": 1, "b": 1}, {"a": 2, "b": 2}]
+    results = [m for m in conversation(await standin.request(1)) if m["role"] == "tool"]
+    assert [(m["tool_call_id"], m["content"]) for m in results] == [
+        ("call_1", "2"),
+        ("call_2", "4"),
+    ]
+
+
+async def test_token_usage_is_requested_counted_and_logged(
+    standin: ChatStandIn, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.DEBUG, logger="vrt.agents.openai_chat")
+    agents: list[OpenAIChatAgent] = []
+    factory = load_agent("openai-chat", {"model": "m", "base_url": standin.url})
+
+    def keep(info: SessionInfo) -> Any:
+        agent = factory(info)
+        assert isinstance(agent, OpenAIChatAgent)
+        agents.append(agent)
+        return agent
+
+    standin.reply(tool_call_reply(("call_u", "add", ['{"a": 1, "b": 2}'])), text_reply("3."))
+    server = VrtServer(keep)
+    try:
+        async with VrtClient(await server.start("127.0.0.1", 0), tools=[add]) as client:
+            await client.send_text("1 + 2?")
+            await next_turn(client)
+    finally:
+        await server.close()
+    first, second = await standin.request(0), await standin.request(1)
+    assert first.body["stream_options"] == {"include_usage": True}
+    (agent,) = agents
+    assert agent.usage.responses == 2
+    assert agent.usage.input_tokens == 10 * (len(first.messages) + len(second.messages))
+    assert agent.usage.output_tokens == 10
+    assert agent.usage.cached_input_tokens == (8 if len(second.messages) > 3 else 0)
+    logged = [r for r in caplog.records if "model usage" in r.getMessage()]
+    assert len(logged) == 2
+
+
+async def test_a_server_that_refuses_stream_options_is_asked_without(
+    standin: ChatStandIn,
+) -> None:
+    standin.refuse_stream_options = True
+    standin.reply(text_reply("one"), text_reply("two"))
+    async with session(standin) as client:
+        await client.send_text("hi")
+        turn = await next_turn(client)
+        assert (turn.texts, turn.errors) == (["one"], [])
+        await client.send_text("again")
+        assert (await next_turn(client)).texts == ["two"]
+    bodies = [request.body for request in standin.requests]
+    assert "stream_options" in bodies[0]
+    # Asked again at once without it, and not offered again in this session.
+    assert all("stream_options" not in body for body in bodies[1:])
+    assert len(bodies) == 3
+
+
+async def test_an_invented_function_name_stays_valid_in_the_history(
+    standin: ChatStandIn,
+) -> None:
+    """A model may call a name that was never declared, in a form OpenAI refuses in a
+    history; the error result goes back under a name it accepts."""
+    standin.reply(tool_call_reply(("call_x", "notes.add", ["{}"])), text_reply("No such tool."))
+    async with session(standin, tools=[add]) as client:
+        await client.send_text("note it")
+        turn = await next_turn(client)
+    assert turn.texts == ["No such tool."]
+    assert turn.errors == []
+    call_message, result = conversation(await standin.request(1))[1:3]
+    assert call_message["tool_calls"][0]["function"]["name"] == "notes_add"
+    assert "no tool named 'notes.add'" in json.loads(result["content"])["error"]["message"]

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import asyncio
 import base64
-import contextlib
 import json
 import logging
 import os
@@ -15,11 +14,19 @@ import sys
 from collections.abc import AsyncIterator, Callable
 from dataclasses import replace
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any
 
 import pytest
 from openai_realtime_standin import LOGGER as STANDIN_LOGGER
 from openai_realtime_standin import PCMU_8K, FunctionCall, Reply, StandIn
+from voice_session import (
+    WAIT,
+    idle,
+    payloads,
+    session,
+    silence_frames,
+    speech_frames,
+)
 
 from vrt.agents import AgentSetupError, load_agent
 from vrt.agents.openai_realtime import (
@@ -29,21 +36,19 @@ from vrt.agents.openai_realtime import (
     config_from,
     setup,
 )
-from vrt.audio import frame_bytes, silence, tone
+from vrt.audio import frame_bytes
 from vrt.client import (
     AudioChunk,
     AudioStarted,
     Connected,
     Disconnected,
     ErrorReceived,
-    Event,
     InterruptedEpoch,
     RunTool,
     ToolContext,
     ToolPreview,
     TranscriptReceived,
     TurnChanged,
-    VrtClient,
     tool,
 )
 from vrt.protocol.messages import PCM16_24K, Format
@@ -61,9 +66,6 @@ from vrt.protocol.messages import AudioStart, Interrupted  # noqa: E402
 
 API_KEY = "sk-standin-0123456789abcdefSECRET"
 PROVIDER_CALL_ID = "call_PROVIDER_7f3a"
-WAIT = 5.0
-
-E = TypeVar("E")
 
 
 # --- fixtures and helpers -------------------------------------------------------------
@@ -94,82 +96,6 @@ async def url(standin: StandIn, api_key: str) -> AsyncIterator[str]:
     served = await server.start("127.0.0.1", 0)
     yield served
     await server.close()
-
-
-class Session:
-    """A VrtClient and every event it produced, in order."""
-
-    def __init__(self, client: VrtClient) -> None:
-        self.client = client
-        self.seen: list[Event] = []
-        self._cursor = 0
-
-    async def next(self, kind: type[E], where: Callable[[E], bool] | None = None) -> E:
-        """The next event of ``kind`` (after the last one returned) matching ``where``."""
-        loop = asyncio.get_running_loop()
-        deadline = loop.time() + WAIT
-        while True:
-            while self._cursor < len(self.seen):
-                event = self.seen[self._cursor]
-                self._cursor += 1
-                if isinstance(event, kind) and (where is None or where(event)):
-                    return event
-            remaining = deadline - loop.time()
-            if remaining <= 0:
-                raise AssertionError(f"no {kind.__name__}; events: {summary(self.seen[-30:])}")
-            with contextlib.suppress(TimeoutError):
-                self.seen.append(await self.client.next_event(remaining))
-
-    async def drain(self, seconds: float = 0.1) -> None:
-        """Collect what arrives within ``seconds``."""
-        loop = asyncio.get_running_loop()
-        deadline = loop.time() + seconds
-        while (remaining := deadline - loop.time()) > 0:
-            with contextlib.suppress(TimeoutError):
-                self.seen.append(await self.client.next_event(remaining))
-
-    def all(self, kind: type[E]) -> list[E]:
-        return [event for event in self.seen if isinstance(event, kind)]
-
-
-def summary(events: list[Event]) -> str:
-    """Events for a failure message, audio payloads shown by their size."""
-    shown = [
-        f"AudioChunk({e.item_id}, {len(e.payload)} bytes)" if isinstance(e, AudioChunk) else repr(e)
-        for e in events
-    ]
-    return "\n  ".join(["", *shown])
-
-
-@contextlib.asynccontextmanager
-async def session(url: str, **options: Any) -> AsyncIterator[Session]:
-    client = VrtClient(url, backoff_initial=0.01, **options)
-    await client.connect()
-    try:
-        yield Session(client)
-    finally:
-        await client.close()
-
-
-def idle(event: TurnChanged) -> bool:
-    return event.state == "idle"
-
-
-def payloads(count: int, size: int, seed: int) -> list[bytes]:
-    """Distinct, deterministic audio payloads (whole samples for pcm16)."""
-    return [bytes((seed + n * 7 + i * 13) % 256 for i in range(size)) for n in range(count)]
-
-
-def speech_frames(fmt: Format, loud_ms: int = 300) -> list[bytes]:
-    size = frame_bytes(fmt, 20)
-    audio = tone(loud_ms, fmt)
-    return [audio[i : i + size] for i in range(0, len(audio), size)]
-
-
-def silence_frames(fmt: Format, ms: int = 300) -> list[bytes]:
-    size = frame_bytes(fmt, 20)
-    audio = silence(ms, fmt)
-    return [audio[i : i + size] for i in range(0, len(audio), size)]
 
 
 def item_type(kind: str) -> Callable[[dict[str, Any]], bool]:
@@ -277,14 +203,17 @@ async def test_a_voice_turn_passes_audio_through_byte_for_byte(
             sent_in.append(frame)
 
         listening = await s.next(TurnChanged, lambda e: e.state == "listening")
-        user = await s.next(TranscriptReceived, lambda e: e.role == "user")
-        assert user.text == standin.user_transcript
         speaking = await s.next(TurnChanged, lambda e: e.state == "speaking")
         assert speaking.turn_id == listening.turn_id  # the answer continues the speech's turn
         started = await s.next(AudioStarted)
         chunks = [await s.next(AudioChunk) for _ in reply_audio]
         final = await s.next(TranscriptReceived, lambda e: e.role == "agent" and e.final)
         done = await s.next(TurnChanged, idle)
+        # The user's transcript runs asynchronously with the response: whenever it ends,
+        # it belongs to the turn of the speech it transcribes.
+        user = await s.find(TranscriptReceived, lambda e: e.role == "user" and e.final)
+        assert user.text == standin.user_transcript
+        assert user.turn_id == listening.turn_id
 
     # Output: each provider delta is one output frame, byte-identical, in order.
     assert [chunk.payload for chunk in chunks] == reply_audio == standin.deltas
@@ -324,7 +253,13 @@ async def test_client_interrupt_cancels_and_truncates_to_what_was_played(
         assert played == 30
 
         (cancel,) = await standin.wait_for("response.cancel")
-        (truncate,) = await standin.wait_for("conversation.item.truncate")
+        # The report's truncate at 30 ms is the last one. (When the cancelled response
+        # ends before the report arrives, the item is first cut to what was sent.)
+        await standin.wait_for(
+            "conversation.item.truncate", where=lambda e: e["audio_end_ms"] == 30
+        )
+        await s.drain(0.05)
+        *_, truncate = standin.events("conversation.item.truncate")
         (created,) = standin.sent_events("response.created")
         assert cancel["response_id"] == created["response"]["id"]
         (message_item,) = [
@@ -333,7 +268,6 @@ async def test_client_interrupt_cancels_and_truncates_to_what_was_played(
         assert truncate["item_id"] == message_item  # the provider's item, not ours
         assert truncate["content_index"] == 0
         assert truncate["audio_end_ms"] == 30
-        await standin.wait_for("conversation.item.truncate")
         assert standin.sent_events("conversation.item.truncated")
         # the request carried our tag, and the create was sent once
         (create,) = standin.events("response.create")
@@ -341,10 +275,12 @@ async def test_client_interrupt_cancels_and_truncates_to_what_was_played(
     assert not errors_sent(standin)
 
 
-async def test_truncation_is_capped_at_the_audio_sent_and_valid_at_zero(
+async def test_truncation_is_capped_at_the_audio_sent_and_nothing_heard_deletes(
     url: str, standin: StandIn
 ) -> None:
-    standin.replies.append(slow_reply())
+    reply = slow_reply()
+    reply.after_cancel = 3  # generated before the cancel took effect: never sent
+    standin.replies.append(reply)
     raw = await RawClient.connect(url, auto_ack=True)
     try:
         await raw.hello()
@@ -355,22 +291,25 @@ async def test_truncation_is_capped_at_the_audio_sent_and_valid_at_zero(
         (started,) = [
             i.message for i in got if isinstance(i, Decoded) and isinstance(i.message, AudioStart)
         ]
+        # An absurd playedMs: the server caps it at what it sent, the adapter at what it
+        # wrote for the provider item; the provider accepts it (no error).
         await raw.send_sequenced("interrupt", epoch=started.epoch, reason="user")
         rest = await raw.until(
             lambda i: isinstance(i, Decoded) and isinstance(i.message, Interrupted), WAIT
         )
         sent_bytes = sum(len(i.payload) for i in got + rest if isinstance(i, AudioFrame))
-        # An absurd playedMs: the server caps it at what it sent, the adapter at what it
-        # wrote for the provider item; the provider accepts it (no error).
         await raw.send_sequenced("playback", itemId=started.item_id, playedMs=10**6)
         (first,) = await standin.wait_for("conversation.item.truncate")
         assert first["audio_end_ms"] == sent_bytes // 48
         assert 0 < first["audio_end_ms"] < 50 * 20
+        # Nothing heard: the item leaves the conversation (a truncate at 0 keeps nothing).
         await raw.send_sequenced("playback", itemId=started.item_id, playedMs=0)
-        second = (await standin.wait_for("conversation.item.truncate", 2))[1]
-        assert second["audio_end_ms"] == 0
+        (delete,) = await standin.wait_for("conversation.item.delete")
+        assert delete["item_id"] == first["item_id"]
         await asyncio.sleep(0.05)
-        assert len(standin.sent_events("conversation.item.truncated")) == 2
+        assert len(standin.sent_events("conversation.item.truncated")) == 1
+        assert len(standin.sent_events("conversation.item.deleted")) == 1
+        assert len(standin.events("conversation.item.truncate")) == 1
         assert not errors_sent(standin)
     finally:
         await raw.close()
@@ -704,10 +643,10 @@ async def test_while_the_model_is_unreachable_text_waits_and_audio_is_dropped(
         await server.close()
 
 
-async def test_a_refused_key_ends_the_session_with_a_clear_error(
+async def test_a_key_refused_at_the_upgrade_ends_the_session_with_a_clear_error(
     api_key: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    async with StandIn(api_key="sk-a-different-key") as other:
+    async with StandIn(api_key="sk-a-different-key", refuse_status=401) as other:
         server = VrtServer(setup({"base_url": other.url}))
         served = await server.start("127.0.0.1", 0)
         try:

@@ -57,6 +57,7 @@ AGENTS: Final = {
     "scripted": "vrt.agents.scripted:setup",
     "openai-realtime": "vrt.agents.openai_realtime:setup",
     "openai-chat": "vrt.agents.openai_chat:setup",
+    "gemini-live": "vrt.agents.gemini_live:setup",
 }
 #: The embedded default of ``vrt serve``, until an offline voice pipeline exists.
 DEFAULT_AGENT: Final = "scripted"

@@ -286,9 +286,18 @@ class AgentSession:
         self._flush()
         return done
 
-    def user_transcript(self, text: str, *, final: bool = True, item_id: str | None = None) -> None:
-        turn = self._session.turn_id
-        self._session.send_transcript("user", text, final=final, item_id=item_id, turn_id=turn)
+    def user_transcript(
+        self,
+        text: str,
+        *,
+        final: bool = True,
+        item_id: str | None = None,
+        turn: Turn | None = None,
+    ) -> None:
+        """A user transcript, for ``turn`` (default: the turn in progress). A transcription
+        that ends after its speech's turn is over still belongs to that turn: pass it."""
+        turn_id = turn.id if turn is not None else self._session.turn_id
+        self._session.send_transcript("user", text, final=final, item_id=item_id, turn_id=turn_id)
         self._flush()
 
     def error(self, message: str, *, recoverable: bool = True) -> None:

@@ -19,8 +19,18 @@ streamed completion (``POST {base_url}/chat/completions`` with ``"stream": true`
 * the application context (§5.5) goes to the model as data, in a separate user message
   between ``<context>`` delimiters that the data cannot close, never in the system
   prompt (§10);
+* tool-call arguments that are not a JSON object never reach the client and never stay
+  in the history as they were: the history keeps ``{}`` and the model hears the call
+  failed with ``INVALID`` (Ollama and llama.cpp's server refuse every later request
+  whose history holds arguments they cannot parse);
+* a completion cut short (``finish_reason`` ``length`` or ``content_filter``) is
+  ``AGENT_ERROR`` (recoverable) saying so; the text already sent stays, its unfinished
+  tool calls are not made;
 * a provider HTTP error, a broken stream or a timeout is ``AGENT_ERROR`` (recoverable):
-  the turn ends, the session goes on.
+  the turn ends, the session goes on;
+* ``stream_options.include_usage`` is requested (once a server answers 400 naming it,
+  not again in the session) and the usage chunk's token counts are summed in
+  ``agent.usage`` and logged at DEBUG.
 
 Text only: the formats are pcm16 at 24 kHz and input audio is ignored.
 
@@ -42,10 +52,14 @@ speaks) is that of the provider's documentation and of the openai-python SDK:
   after the assistant message that carried the ``tool_calls`` (openai-python
   ``src/openai/types/chat/chat_completion_tool_message_param.py``).
 * Ollama (``http://localhost:11434/v1``, https://ollama.com/blog/openai-compatibility),
-  vLLM (``http://localhost:8000/v1``, docs.vllm.ai "OpenAI-Compatible Server") and
-  llama.cpp's ``llama-server`` (``http://localhost:8080/v1``) speak the same format.
-  Some Ollama versions reuse ``index`` 0 for parallel calls, told apart only by ``id``:
-  a new ``id`` at a known index starts a new call here.
+  vLLM (``http://localhost:8000/v1``, docs.vllm.ai "OpenAI-Compatible Server"),
+  llama.cpp's ``llama-server`` (``http://localhost:8080/v1``) and LM Studio
+  (``http://localhost:1234/v1``) speak the same format, with two quirks handled here,
+  deciding by ``index`` first: some servers send a new ``id`` with every chunk of one
+  call (vLLM's gpt-oss streaming, github.com/vllm-project/vllm/pull/23522), so a new id
+  at a known index continues the call while its arguments are unfinished JSON; others
+  stream parallel calls all at ``index`` 0 (github.com/InternLM/lmdeploy/issues/3412),
+  so a new id at a known index whose call's arguments are complete starts a new call.
 """
 
 from __future__ import annotations
@@ -54,7 +68,6 @@ import asyncio
 import json
 import logging
 import os
-import re
 import secrets
 from collections.abc import AsyncIterator, Iterable
 from dataclasses import dataclass, field
@@ -75,6 +88,9 @@ from .base import (
     Turn,
     UserTextReceived,
 )
+from .function_names import OPENAI, FunctionNames
+from .provider_socket import loopback
+from .usage import TokenUsage, count
 
 if TYPE_CHECKING:
     import httpx
@@ -108,7 +124,11 @@ DEFAULT_SYSTEM: Final = (
 )
 
 _OPTIONS: Final = ("model", "base_url", "system", "timeout")
-_FUNCTION_NAME = re.compile(r"[^A-Za-z0-9_-]")  # what OpenAI accepts in a function name
+#: What a completion cut short is told as to the client, by ``finish_reason``.
+_CUT_SHORT: Final = {
+    "length": "the model's answer was cut short: it reached its output limit",
+    "content_filter": "the model's answer was stopped by the provider's content filter",
+}
 _INTERRUPTED_OUTPUT: Final = {
     "error": {"code": "INTERRUPTED", "message": "the user interrupted before the tool finished"}
 }
@@ -151,22 +171,17 @@ def context_message(context: Any) -> str:
     return f"{CONTEXT_HEADER}\n<context>\n{data}\n</context>"
 
 
-def _declare_tools(tools: Iterable[Tool]) -> tuple[dict[str, str], list[dict[str, Any]]]:
-    """The client's tools as Chat Completions ``tools`` functions, and a map from the
-    function name the model uses back to the vRT tool name (vRT names may hold dots,
+def _declare_tools(tools: Iterable[Tool]) -> tuple[FunctionNames, list[dict[str, Any]]]:
+    """The client's tools as Chat Completions ``tools`` functions, and the map between
+    the function names the model uses and the vRT tool names (vRT names may hold dots,
     which OpenAI does not accept)."""
-    names: dict[str, str] = {}
+    tools = list(tools)
+    names = FunctionNames((tool.name for tool in tools), OPENAI)
     declared: list[dict[str, Any]] = []
     for tool in tools:
-        base = _FUNCTION_NAME.sub("_", tool.name)[:64] or "tool"
-        name, n = base, 1
-        while name in names:
-            n += 1
-            name = f"{base[: 63 - len(str(n))]}_{n}"
-        names[name] = tool.name
         parameters = tool.parameters if isinstance(tool.parameters, dict) else None
         function: dict[str, Any] = {
-            "name": name,
+            "name": names.provider(tool.name),
             "parameters": parameters or {"type": "object", "properties": {}},
         }
         if tool.description is not UNSET:
@@ -199,16 +214,33 @@ class _Call:
         self.handle: ToolCallHandle | None = None
         self.future: asyncio.Future[ToolSettled] | None = None
         self.issued = False  # the client got the tool.call
-        self.error: str | None = None  # why it was not made, for the model
+        #: Why it was not made, for the model: (failure code, message).
+        self.error: tuple[str, str] | None = None
+        self.dropped = False  # cut short before it was complete: nobody hears of it
 
     @property
     def arguments(self) -> str:
         return "".join(self.fragments) or "{}"
 
+    def parsed(self) -> dict[str, Any] | None:
+        """The arguments, when they are a JSON object (what a function takes)."""
+        valid, arguments = _parse_arguments(self.arguments)
+        return arguments if valid and isinstance(arguments, dict) else None
+
+    def complete(self) -> bool:
+        """The arguments so far are a whole JSON value: a new id at this call's index
+        is a new call, not the next chunk of this one."""
+        return _parse_arguments("".join(self.fragments))[0]
+
+    def history_arguments(self) -> str:
+        """The arguments as the history keeps them: verbatim when they are a JSON
+        object, else ``{}`` (a server that parses the history would refuse it)."""
+        return self.arguments if self.parsed() is not None else "{}"
+
     def reported(self, interrupted: bool) -> bool:
         """Whether the model hears of this call: after an interruption only the calls
         the client was asked to run (they may have taken effect)."""
-        if not self.function:
+        if not self.function or self.dropped:
             return False
         if interrupted:
             return self.issued
@@ -217,7 +249,8 @@ class _Call:
     def output(self) -> str:
         """The ``content`` of the tool message: the output, or an error as data."""
         if self.error is not None:
-            return _json({"error": {"code": "FAILED", "message": self.error}})
+            code, message = self.error
+            return _json({"error": {"code": code, "message": message}})
         future = self.future
         if future is None or not future.done() or future.cancelled():
             return _json(_INTERRUPTED_OUTPUT)
@@ -237,8 +270,14 @@ class _Step:
         self._by_index: dict[int, _Call] = {}
 
     def call(self, index: int, provider_id: str | None) -> _Call:
+        """The call a ``tool_calls`` entry belongs to: by index first. A different id at
+        a known index is the same call while its arguments are unfinished (servers that
+        send a new id with every chunk), a new one once they are complete (servers that
+        stream parallel calls all at index 0)."""
         call = self._by_index.get(index)
-        if call is None or (provider_id and call.provider_id and provider_id != call.provider_id):
+        if call is None or (
+            provider_id and call.provider_id and provider_id != call.provider_id and call.complete()
+        ):
             call = _Call(provider_id or "")
             self._by_index[index] = call
             self.calls.append(call)
@@ -259,7 +298,11 @@ class _Step:
                 {
                     "id": call.provider_id,
                     "type": "function",
-                    "function": {"name": call.function, "arguments": call.arguments},
+                    # A name OpenAI would refuse in the history is kept in its form.
+                    "function": {
+                        "name": OPENAI.fix(call.function),
+                        "arguments": call.history_arguments(),
+                    },
                 }
                 for call in calls
             ]
@@ -276,6 +319,8 @@ class _Reply:
     def __init__(self, turn: Turn, history: list[dict[str, Any]]) -> None:
         self.turn = turn
         self.step = _Step()
+        #: The ``finish_reason`` of the completion in progress, once it came.
+        self.finish_reason: str | None = None
         self.spoken: list[str] = []
         self.closed = False
         self.task: asyncio.Task[None] | None = None
@@ -296,6 +341,7 @@ class _Reply:
             return
         self._history.extend(self.step.messages(interrupted))
         self.step = _Step()
+        self.finish_reason = None
 
     def finish(self, interrupted: bool = False) -> None:
         """Commit and close: nothing of this reply enters the history after this."""
@@ -317,11 +363,15 @@ class OpenAIChatAgent:
         #: The conversation after the system prompt and the context message.
         self.history: list[dict[str, Any]] = []
         self.context: Any = None
-        self._functions: dict[str, str] = {}
+        self._functions = FunctionNames((), OPENAI)
         self._tools: list[dict[str, Any]] = []
         self._reply: _Reply | None = None
         self._session: AgentSession | None = None
         self._http: httpx.AsyncClient | None = None
+        #: Ask for ``stream_options.include_usage`` (until a server refuses it).
+        self._stream_usage = True
+        #: Tokens the model used in this session (see ``usage.py``).
+        self.usage = TokenUsage()
 
     async def run(self, session: AgentSession) -> None:
         import httpx
@@ -400,6 +450,10 @@ class OpenAIChatAgent:
                 if not turn.active:
                     reply.finish(interrupted=True)
                     return
+                cut = _CUT_SHORT.get(reply.finish_reason or "")
+                if cut is not None:
+                    self._cut_short(reply, cut)
+                    break
                 if not reply.step.calls:
                     break
                 await self._run_calls(reply)
@@ -428,6 +482,15 @@ class OpenAIChatAgent:
         if self._session is not None:
             self._session.error(message, recoverable=True)
 
+    def _cut_short(self, reply: _Reply, why: str) -> None:
+        """The completion stopped early (finish_reason length or content_filter): the
+        text sent stays, calls it was still writing are not made, the client is told."""
+        for call in reply.step.calls:
+            call.dropped = True
+            if call.handle is not None:
+                call.handle.fail("the model's answer was cut short")
+        self._error(f"{why} (finish_reason {reply.finish_reason})")
+
     # -- one completion --
 
     def _messages(self) -> list[dict[str, Any]]:
@@ -444,34 +507,73 @@ class OpenAIChatAgent:
         import httpx
 
         assert self._http is not None
-        body: dict[str, Any] = {
-            "model": self.config.model,
-            "messages": self._messages(),
-            "stream": True,
-        }
-        if self._tools:
-            body["tools"] = self._tools
-        try:
-            async with self._http.stream("POST", self.config.endpoint, json=body) as response:
-                if response.status_code != 200:
-                    detail = await _error_detail(response)
-                    raise _ProviderError(
-                        f"the model provider answered HTTP {response.status_code}",
-                        f"HTTP {response.status_code} from the model provider: {detail}",
-                    )
-                await self._read(reply, response)
-        except httpx.TimeoutException as exc:
-            raise _ProviderError(
-                "the model provider did not answer in time", f"timeout: {type(exc).__name__}"
-            ) from None
-        except httpx.HTTPError as exc:
-            raise _ProviderError(
-                "the connection to the model provider failed",
-                f"connection failed: {type(exc).__name__}: {exc}",
-            ) from None
+        while True:
+            body: dict[str, Any] = {
+                "model": self.config.model,
+                "messages": self._messages(),
+                "stream": True,
+            }
+            if self._stream_usage:
+                body["stream_options"] = {"include_usage": True}
+            if self._tools:
+                body["tools"] = self._tools
+            try:
+                async with self._http.stream("POST", self.config.endpoint, json=body) as response:
+                    if response.status_code != 200:
+                        detail = await _error_detail(response)
+                        if (
+                            response.status_code == 400
+                            and self._stream_usage
+                            and "stream_options" in detail
+                        ):
+                            # A server that does not know the member: ask again without
+                            # it (no token usage from it, then).
+                            log.info("openai-chat: %s; asking without stream_options", detail)
+                            self._stream_usage = False
+                            continue
+                        raise _ProviderError(
+                            f"the model provider answered HTTP {response.status_code}",
+                            f"HTTP {response.status_code} from the model provider: {detail}",
+                        )
+                    await self._read(reply, response)
+                    return
+            except httpx.TimeoutException as exc:
+                raise _ProviderError(
+                    "the model provider did not answer in time", f"timeout: {type(exc).__name__}"
+                ) from None
+            except httpx.HTTPError as exc:
+                raise _ProviderError(
+                    "the connection to the model provider failed",
+                    f"connection failed: {type(exc).__name__}: {exc}",
+                ) from None
 
     async def _read(self, reply: _Reply, response: httpx.Response) -> None:
         """Stream one completion to the client; returns early once the turn is over."""
+        usage: list[dict[str, Any]] = []
+        try:
+            await self._stream(reply, response, usage)
+        finally:
+            if usage:
+                self._count_usage(usage[-1])
+
+    def _count_usage(self, usage: dict[str, Any]) -> None:
+        prompt = usage.get("prompt_tokens_details")
+        prompt = prompt if isinstance(prompt, dict) else {}
+        completion = usage.get("completion_tokens_details")
+        completion = completion if isinstance(completion, dict) else {}
+        self.usage.record(
+            log,
+            self._session.session_id if self._session is not None else "-",
+            input_tokens=count(usage.get("prompt_tokens")),
+            output_tokens=count(usage.get("completion_tokens")),
+            cached_input_tokens=count(prompt.get("cached_tokens")),
+            input_audio_tokens=count(prompt.get("audio_tokens")),
+            output_audio_tokens=count(completion.get("audio_tokens")),
+        )
+
+    async def _stream(
+        self, reply: _Reply, response: httpx.Response, usage: list[dict[str, Any]]
+    ) -> None:
         finished = False
         async for event, data in _server_sent_events(response):
             if data.strip() == "[DONE]":
@@ -490,14 +592,21 @@ class OpenAIChatAgent:
                     "the model provider reported an error",
                     f"error in the stream: {_error_text(chunk)}",
                 )
+            counts = chunk.get("usage")
+            if isinstance(counts, dict):
+                # The last chunk's, with include_usage (a server that repeats a running
+                # total in every chunk is counted once too: the last one wins).
+                usage[:] = [counts]
             for choice in chunk.get("choices") or ():
                 if not isinstance(choice, dict) or choice.get("index", 0) != 0:
                     continue
                 delta = choice.get("delta") or {}
                 if isinstance(delta, dict) and not self._delta(reply, delta):
                     return  # interrupted: leaving closes the HTTP stream at once
-                if choice.get("finish_reason"):
+                finish = choice.get("finish_reason")
+                if finish:
                     finished = True
+                    reply.finish_reason = str(finish)
         if not finished:
             raise _ProviderError(
                 "the model stream ended early", "the stream ended without finish_reason or [DONE]"
@@ -534,7 +643,7 @@ class OpenAIChatAgent:
                 call.fragments.append(_json(arguments))
         if not call.started and call.function:
             call.started = True
-            tool = self._functions.get(call.function)
+            tool = self._functions.vrt(call.function)
             if tool is not None and reply.turn.state("acting"):
                 call.handle = reply.turn.tool_call(tool, provider_id=call.provider_id or None)
         if call.handle is not None:
@@ -547,15 +656,15 @@ class OpenAIChatAgent:
         for call in reply.step.calls:
             if not call.function:
                 continue  # never named: nothing to call, nothing to tell the model
-            valid, arguments = _parse_arguments(call.arguments)
-            if not valid:
+            arguments = call.parsed()
+            if arguments is None:
                 if call.handle is not None:
-                    call.handle.fail("the model produced arguments that are not JSON")
-                call.error = "the arguments are not valid JSON"
-            elif call.function not in self._functions:
-                call.error = f"there is no tool named {call.function!r}"
+                    call.handle.fail("the model produced arguments that are not a JSON object")
+                call.error = ("INVALID", "the arguments were not a JSON object; nothing was run")
+            elif self._functions.vrt(call.function) is None:
+                call.error = ("FAILED", f"there is no tool named {call.function!r}")
             elif call.handle is None:
-                call.error = "the call could not be made"
+                call.error = ("FAILED", "the call could not be made")
             else:
                 call.future = call.handle.issue(arguments)
                 call.issued = not call.future.done()
@@ -672,7 +781,7 @@ def _config(options: dict[str, str]) -> ChatConfig:
             "the openai-chat agent needs OPENAI_API_KEY for api.openai.com "
             "(or --agent-option base_url=... for a local server)"
         )
-    if api_key is not None and parts.scheme == "http" and not _loopback(parts.hostname):
+    if api_key is not None and parts.scheme == "http" and not loopback(parts.hostname):
         log.warning("openai-chat sends OPENAI_API_KEY to %s without TLS", parts.hostname)
     return ChatConfig(
         model=model.strip(),
@@ -681,10 +790,6 @@ def _config(options: dict[str, str]) -> ChatConfig:
         timeout=timeout,
         api_key=api_key,
     )
-
-
-def _loopback(host: str) -> bool:
-    return host in ("localhost", "::1") or host.startswith("127.")
 
 
 def setup(options: dict[str, str]) -> AgentFactory:

@@ -1,0 +1,752 @@
+"""``--agent gemini-live``: speech to speech through Google's Gemini Live API.
+
+One provider WebSocket (``BidiGenerateContent``) per vRT session, speaking the protocol
+of "Live API - WebSockets API reference" (https://ai.google.dev/api/live). See
+``docs/agent-gemini-live.md`` for the settings, the full mapping, the provider messages
+handled and ignored, and the failure behaviour.
+
+What maps to what (the agent seam of ``docs/agents.md``; no special case in the server):
+
+* the session starts with ``setup`` (model, audio output with a voice, the
+  instructions with the context rule, the client's tools as ``functionDeclarations``
+  with their JSON Schemas, input and output transcription, session resumption, a
+  sliding context window) and runs once ``setupComplete`` arrives; nothing else is sent
+  before ("Clients should wait for a BidiGenerateContentSetupComplete message").
+* formats: output is pcm16 at 24 kHz, the service's only output. Input is pcm16 at
+  16 kHz (its native rate), 24, 8 or 48 kHz, sent unchanged with the rate in the MIME
+  type (``audio/pcm;rate=24000``: "the Live API will resample if needed so any sample
+  rate can be sent"), or G.711 µ-law, decoded to pcm16 at 8 kHz (``vrt.audio``) and
+  sent as ``rate=8000``. No resampling here.
+* tool names are mapped to names the service takes (a letter or ``_`` first,
+  ``function_names.py``) and back; ``toolCall.functionCalls`` are issued to the client
+  (``turn.tool_call``, ``issue``) and each result goes back as a ``toolResponse`` with
+  the call's id (``{"output": ...}`` or ``{"error": {...}}``).
+* the service's own activity detection hears the user; speech over the model is
+  ``serverContent.interrupted``, which is ``session.user_started_speaking()`` (a
+  ``listening`` turn, the response in flight interrupted, §6.2). Calls the service
+  cancels with it (``toolCallCancellation``) get no response.
+* model output: ``modelTurn`` audio parts are output frames, written as they arrive,
+  ``outputTranscription`` chunks are agent transcript partials (final at
+  ``turnComplete``), ``inputTranscription`` chunks user transcript partials (final at
+  the model's next ``turnComplete``); ``turnComplete`` ends the turn unless it waits
+  for tool results.
+* user text is a ``clientContent`` turn with ``turnComplete`` (it interrupts the
+  model's generation, which the service then confirms with ``interrupted``); the
+  application context is a ``clientContent`` data turn without ``turnComplete``, sent
+  only between generations (a message would interrupt one), never in the instructions.
+* an ``interrupt`` from the client: the Live API has no cancel message, so the rest of
+  the generation in flight is dropped here until its ``turnComplete``; the provider's
+  context keeps what it generated. A ``playback`` report has nothing to cut: the
+  service has no truncate message (it assumes real-time playback and cuts its context
+  itself when its activity detection interrupts the model).
+* failures come as close codes: 1007 (an invalid argument, a wrong key) and 1008 (a
+  model it does not serve) end the vRT session with a non-recoverable ``AGENT_ERROR``;
+  a ``goAway`` and the disconnect that follows, a dropped or failed (1011) connection
+  reconnect, resuming the conversation with the last ``sessionResumptionUpdate``
+  handle (one recoverable ``AGENT_ERROR`` if a turn was cut or the history is lost),
+  bounded as in the Realtime adapter (``max_failed_links``, ``give_up_after``).
+* ``usageMetadata`` is summed in ``agent.usage`` and logged at DEBUG.
+
+The API key comes only from ``GOOGLE_API_KEY`` or ``GEMINI_API_KEY`` (in that order,
+as Google's SDK reads them) and goes in the ``x-goog-api-key`` header, never in the URL;
+it is never logged.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import contextlib
+import logging
+import os
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any, ClassVar, Final
+
+import orjson
+import websockets
+from websockets.asyncio.client import ClientConnection
+
+from ..audio import pcmu_to_pcm16
+from ..protocol.ids import new_id
+from ..protocol.messages import PCM16_24K, UNSET, Format
+from .base import (
+    AgentFactory,
+    AgentInput,
+    AgentSession,
+    AgentSetupError,
+    AudioItem,
+    ContextChanged,
+    ResponseInterrupted,
+    SessionInfo,
+    ToolSettled,
+    Turn,
+    UserTextReceived,
+)
+from .context_data import CONTEXT_RULE, context_message
+from .function_names import GEMINI, FunctionNames
+from .provider_socket import (
+    ProviderAgent,
+    ProviderSocket,
+    check_ws_url,
+    option_reader,
+    register_secret,
+)
+from .usage import TokenUsage, count
+
+__all__ = [
+    "DEFAULT_BASE_URL",
+    "DEFAULT_MODEL",
+    "INPUT_FORMATS",
+    "OUTPUT_FORMATS",
+    "GeminiConfig",
+    "GeminiLiveAgent",
+    "api_key_from",
+    "config_from",
+    "setup",
+]
+
+log = logging.getLogger(__name__)
+#: The ``websockets`` library logs handshake headers (the key's included) at DEBUG on
+#: the logger it is given: it gets this one, which redacts the key.
+_WIRE_LOG: Final = logging.getLogger(f"{__name__}.wire")
+
+PCMU_8K: Final = Format(encoding="pcmu", sample_rate=8000)
+#: pcm16 at these rates goes unchanged (the rate named in the MIME type), pcmu decoded.
+INPUT_FORMATS: Final = (
+    *(Format(encoding="pcm16", sample_rate=rate) for rate in (16000, 24000, 8000, 48000)),
+    PCMU_8K,
+)
+#: "Audio output always uses a sample rate of 24kHz" (Live API, "Audio formats").
+OUTPUT_FORMATS: Final = (PCM16_24K,)
+
+DEFAULT_BASE_URL: Final = (
+    "wss://generativelanguage.googleapis.com/ws/"
+    "google.ai.generativelanguage.v1beta.GenerativeService.BidiGenerateContent"
+)
+#: The model of Google's "Get started with Gemini Live API using WebSockets" guide.
+DEFAULT_MODEL: Final = "gemini-2.5-flash-native-audio-preview-12-2025"
+DEFAULT_VOICE: Final = "Puck"
+DEFAULT_INSTRUCTIONS: Final = "You are a helpful voice assistant. Answer briefly and naturally."
+KEY_VARIABLES: Final = ("GOOGLE_API_KEY", "GEMINI_API_KEY")
+
+_SETTINGS: Final = {
+    "model": "VRT_GEMINI_MODEL",
+    "voice": "VRT_GEMINI_VOICE",
+    "instructions": "VRT_GEMINI_INSTRUCTIONS",
+    "base_url": "VRT_GEMINI_BASE_URL",
+    "transcripts": "VRT_GEMINI_TRANSCRIPTS",
+}
+#: Close codes of a request the service refuses: no retry can help.
+_REFUSED: Final = (1007, 1008)
+_AUDIO_MIME: Final = re.compile(r"^audio/pcm(?:;\s*rate=(\d+))?", re.IGNORECASE)
+_INTERRUPTED_NOTE: Final = (
+    "The user interrupted before this result arrived; the tool may or may not have "
+    "taken effect. Do not assume it succeeded."
+)
+
+
+# --- configuration --------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class GeminiConfig:
+    """Everything but the API key (not a field, so no repr can print it)."""
+
+    model: str = DEFAULT_MODEL
+    voice: str = DEFAULT_VOICE
+    instructions: str = DEFAULT_INSTRUCTIONS
+    base_url: str = DEFAULT_BASE_URL
+    #: Input and output audio transcription (user and agent transcripts).
+    transcripts: bool = True
+    #: For the WebSocket handshake, and for ``setupComplete``.
+    connect_timeout: float = 10.0
+    reconnect_initial: float = 0.5
+    reconnect_max: float = 10.0
+    #: Provider sessions in a row that end within 10 s of opening before the vRT session
+    #: ends.
+    max_failed_links: int = 5
+    #: Seconds without reaching the provider before the vRT session ends.
+    give_up_after: float = 300.0
+
+    @property
+    def model_name(self) -> str:
+        """The model's resource name, as ``setup.model`` takes it."""
+        return self.model if self.model.startswith("models/") else f"models/{self.model}"
+
+
+def config_from(options: Mapping[str, str], environ: Mapping[str, str]) -> GeminiConfig:
+    """The configuration from ``--agent-option`` values, then ``VRT_GEMINI_*``
+    environment variables, then the defaults. Raises AgentSetupError (one line)."""
+    get = option_reader(options, environ, _SETTINGS, "GEMINI_API_KEY (or GOOGLE_API_KEY)")
+    model = get("model", DEFAULT_MODEL)
+    voice = get("voice", DEFAULT_VOICE)
+    if not model or not voice:
+        raise AgentSetupError("model and voice must not be empty")
+    base_url = get("base_url", DEFAULT_BASE_URL)
+    check_ws_url(base_url, "GEMINI_API_KEY")
+    transcripts = get("transcripts", "on").lower()
+    if transcripts not in ("on", "off"):
+        raise AgentSetupError(f"transcripts must be on or off, not {transcripts!r}")
+    return GeminiConfig(
+        model=model,
+        voice=voice,
+        instructions=get("instructions", DEFAULT_INSTRUCTIONS),
+        base_url=base_url,
+        transcripts=transcripts == "on",
+    )
+
+
+def api_key_from(environ: Mapping[str, str]) -> str | None:
+    """``GOOGLE_API_KEY``, else ``GEMINI_API_KEY`` (the order of Google's SDK)."""
+    for name in KEY_VARIABLES:
+        value = environ.get(name, "").strip()
+        if value:
+            return value
+    return None
+
+
+def setup(options: dict[str, str]) -> AgentFactory:
+    """``vrt serve --agent gemini-live``: read the key and the settings, or say in one
+    line what to set (AgentSetupError)."""
+    api_key = api_key_from(os.environ)
+    if api_key is None:
+        raise AgentSetupError(
+            "set GEMINI_API_KEY (or GOOGLE_API_KEY) in the environment "
+            "(the key is read only from there)"
+        )
+    config = config_from(options, os.environ)
+    register_secret(api_key, log, _WIRE_LOG)
+
+    def factory(info: SessionInfo) -> GeminiLiveAgent:
+        del info  # everything the agent needs is on its AgentSession when it runs
+        return GeminiLiveAgent(config, api_key)
+
+    return factory
+
+
+# --- per provider session state ------------------------------------------------------
+
+
+@dataclass(slots=True)
+class _Generation:
+    """One model generation (``modelTurn`` content up to ``turnComplete``) and the vRT
+    turn it speaks for."""
+
+    turn: Turn
+    vrt_id: str  # its audio item, announced with the first audio
+    item: AudioItem | None = None
+    transcript: str = ""
+
+
+@dataclass(slots=True)
+class _Speech:
+    """The user's words being transcribed (``inputTranscription``)."""
+
+    vrt_id: str
+    turn: Turn | None
+    text: str = ""
+
+
+@dataclass(slots=True)
+class _Call:
+    provider_id: str
+    function: str
+    turn: Turn
+
+
+class _Link(ProviderSocket):
+    """One provider WebSocket, i.e. one provider session, and the state that dies with
+    it."""
+
+    def __init__(self, ws: ClientConnection, resumed_with: str | None) -> None:
+        super().__init__(ws)
+        self.resumed_with = resumed_with
+        self.ready = False  # setupComplete seen
+        self.setup_timer: asyncio.TimerHandle | None = None
+        self.generation: _Generation | None = None
+        #: Drop model output until the generation in flight ends (its turnComplete).
+        self.drop = False
+        #: ``interrupted`` events our own clientContent caused (not the user's voice).
+        self.expect_interrupt = 0
+        self.speech: _Speech | None = None
+        self.calls: dict[str, _Call] = {}  # by public callId, awaiting ToolSettled
+        self.cancelled: set[str] = set()  # provider call ids the service cancelled
+        self.context_dirty = False
+
+    async def close(self) -> None:
+        if self.setup_timer is not None:
+            self.setup_timer.cancel()
+        await super().close()
+
+
+# --- the agent ------------------------------------------------------------------------
+
+
+class GeminiLiveAgent(ProviderAgent[_Link]):
+    """One vRT session's agent: one provider session at a time, resumed after a
+    reconnect when the service gave a handle."""
+
+    key_hint: ClassVar[str] = "check GEMINI_API_KEY (or GOOGLE_API_KEY)"
+    config: GeminiConfig
+    _log = log
+    _wire_log = _WIRE_LOG
+
+    input_formats: tuple[Format, ...] = INPUT_FORMATS
+    output_formats: tuple[Format, ...] = OUTPUT_FORMATS
+
+    def __init__(self, config: GeminiConfig, api_key: str) -> None:
+        super().__init__()
+        self.config = config
+        self._api_key = api_key
+        register_secret(api_key, log, _WIRE_LOG)
+        self._context: Any = None
+        self._context_sent = False  # the current context is in the provider's history
+        self._names = FunctionNames((), GEMINI)
+        #: The latest handle that resumes the provider's conversation.
+        self._resume: str | None = None
+        self._warned_rate = False
+        #: Tokens the model used in this session (see ``usage.py``).
+        self.usage = TokenUsage()
+
+    def __repr__(self) -> str:
+        return f"GeminiLiveAgent(model={self.config.model!r}, url={self.config.base_url!r})"
+
+    # -- lifecycle --
+
+    def _prepare(self, session: AgentSession) -> None:
+        self._context = session.context
+        self._names = FunctionNames(session.tools, GEMINI)
+
+    def _headers(self) -> dict[str, str]:
+        # The key in a header, not in the URL (?key=): URLs end up in logs. Google's SDK
+        # sends it the same way (x-goog-api-key).
+        return {"x-goog-api-key": self._api_key}
+
+    def _start(self, ws: ClientConnection) -> _Link:
+        link = _Link(ws, self._resume)
+        link.send({"setup": self._setup_message(self._resume)})
+        link.setup_timer = asyncio.get_running_loop().call_later(
+            self.config.connect_timeout, self._no_setup_complete, link
+        )
+        log.info(
+            "model session open (%s%s)",
+            self.config.model,
+            ", resuming" if self._resume is not None else "",
+        )
+        return link
+
+    def _no_setup_complete(self, link: _Link) -> None:
+        if not link.ready and link.fatal is None:
+            link.fatal = (
+                "the model service did not confirm the session (no setupComplete within "
+                f"{self.config.connect_timeout:g} s)"
+            )
+            link.abort()
+
+    def _setup_message(self, handle: str | None) -> dict[str, Any]:
+        """``BidiGenerateContentSetup`` (ai.google.dev/api/live)."""
+        session = self.session
+        declarations = []
+        for tool in session.tools.values():
+            declaration: dict[str, Any] = {"name": self._names.provider(tool.name)}
+            if tool.description is not UNSET:
+                declaration["description"] = tool.description
+            if isinstance(tool.parameters, dict):
+                # JSON Schema as it is ("mutually exclusive with parameters", which takes
+                # an OpenAPI subset that would refuse some JSON Schema keywords).
+                declaration["parametersJsonSchema"] = tool.parameters
+            declarations.append(declaration)
+        instructions = f"{self.config.instructions}\n\n{CONTEXT_RULE}".strip()
+        message: dict[str, Any] = {
+            "model": self.config.model_name,
+            "generationConfig": {
+                "responseModalities": ["AUDIO"],
+                "speechConfig": {
+                    "voiceConfig": {"prebuiltVoiceConfig": {"voiceName": self.config.voice}}
+                },
+            },
+            "systemInstruction": {"parts": [{"text": instructions}]},
+            # Resumable from the start: a reconnect keeps the conversation.
+            "sessionResumption": {"handle": handle} if handle is not None else {},
+            # Audio sessions are otherwise ended when the context fills up.
+            "contextWindowCompression": {"slidingWindow": {}},
+        }
+        if declarations:
+            message["tools"] = [{"functionDeclarations": declarations}]
+        if self.config.transcripts:
+            message["inputAudioTranscription"] = {}
+            message["outputAudioTranscription"] = {}
+        return message
+
+    def _classify_close(self, link: _Link) -> None:
+        code, reason = link.ws.close_code, link.ws.close_reason or ""
+        if link.fatal is not None or code not in _REFUSED:
+            return
+        if link.resumed_with is not None and not link.ready:
+            # The handle no longer resumes anything: a new conversation, at once.
+            link.retry_now = True
+            self._resume = None
+            return
+        hint = ""
+        if "API key" in reason:
+            hint = ": check GEMINI_API_KEY (or GOOGLE_API_KEY)"
+        elif "not found" in reason or "not supported" in reason:
+            hint = ": check the model option"
+        link.fatal = f"the model service refused the session (close {code}: {reason}){hint}"
+
+    def _lost(self, link: _Link) -> None:
+        """The provider connection ended: close the turn in flight (its generation is
+        lost), say so when the client lost something, reconnect (the caller's loop)."""
+        session = self.session
+        resumes = self._resume is not None
+        turn = session.turn
+        cut = session.interrupt()
+        if not cut and turn is not None:
+            turn.end()  # a listening turn: nothing was said yet, but it is over
+        if cut or not resumes:
+            lost = "" if resumes else "; the conversation history is lost"
+            session.error(
+                f"the connection to the model ended; reconnecting{lost}", recoverable=True
+            )
+        else:
+            log.info("the model connection ended between turns; resuming the conversation")
+
+    # -- the provider's messages --
+
+    async def _read(self, link: _Link) -> None:
+        with contextlib.suppress(websockets.ConnectionClosed):
+            async for raw in link.ws:
+                try:
+                    message = orjson.loads(raw)
+                except orjson.JSONDecodeError:
+                    log.warning("the model sent a frame that is not JSON; ignored")
+                    continue
+                if not isinstance(message, dict):
+                    continue
+                try:
+                    self._on_message(link, message)
+                except (KeyError, TypeError, ValueError, AttributeError):
+                    log.exception("cannot handle a model message (%s)", ", ".join(message))
+                if link.fatal is not None:
+                    return
+
+    def _on_message(self, link: _Link, message: dict[str, Any]) -> None:
+        # "Server messages may have a usageMetadata field but will otherwise include
+        # exactly one of the other fields."
+        usage = message.get("usageMetadata")
+        if isinstance(usage, dict):
+            self._count_usage(usage)
+        if "setupComplete" in message:
+            self._on_setup_complete(link)
+        elif isinstance(content := message.get("serverContent"), dict):
+            self._on_server_content(link, content)
+        elif isinstance(tool_call := message.get("toolCall"), dict):
+            self._on_tool_call(link, tool_call)
+        elif isinstance(cancellation := message.get("toolCallCancellation"), dict):
+            link.cancelled.update(str(i) for i in cancellation.get("ids") or ())
+        elif isinstance(go_away := message.get("goAway"), dict):
+            link.expected = True  # the disconnect it announces is no failure
+            log.info("the model service will disconnect (timeLeft %s)", go_away.get("timeLeft"))
+        elif isinstance(update := message.get("sessionResumptionUpdate"), dict):
+            handle = update.get("newHandle")
+            if update.get("resumable") and isinstance(handle, str) and handle:
+                self._resume = handle
+
+    def _on_setup_complete(self, link: _Link) -> None:
+        link.ready = True
+        if link.setup_timer is not None:
+            link.setup_timer.cancel()
+            link.setup_timer = None
+        if link.resumed_with is None:
+            self._context_sent = False  # a new conversation has no context yet
+        if self._context is not None and not self._context_sent:
+            self._send_context(link)
+        # Nothing but the setup goes before setupComplete ("Clients should wait for a
+        # BidiGenerateContentSetupComplete message before sending any additional
+        # messages"): from now on the client's events go to this link.
+        self._link = link
+        self._drain_pending(link)
+
+    def _on_server_content(self, link: _Link, content: dict[str, Any]) -> None:
+        if content.get("interrupted"):
+            self._on_interrupted(link)
+        model_turn = content.get("modelTurn")
+        for part in (model_turn.get("parts") or ()) if isinstance(model_turn, dict) else ():
+            if not isinstance(part, dict):
+                continue
+            inline = part.get("inlineData")
+            if isinstance(inline, dict):
+                self._on_audio(link, inline)
+            text = part.get("text")
+            if isinstance(text, str) and text and not part.get("thought"):
+                generation = self._generation(link)
+                if generation is not None:
+                    generation.turn.text(text)
+        output = content.get("outputTranscription")
+        if isinstance(output, dict) and isinstance(output.get("text"), str):
+            self._on_output_transcript(link, output["text"])
+        heard = content.get("inputTranscription")
+        if isinstance(heard, dict) and isinstance(heard.get("text"), str):
+            self._on_input_transcript(link, heard["text"])
+        if content.get("turnComplete"):
+            self._on_turn_complete(link)
+
+    def _generation(self, link: _Link) -> _Generation | None:
+        """The generation model output belongs to: the one in flight, or a new one for
+        the turn in progress (or a new turn); None while output is dropped."""
+        if link.drop:
+            return None
+        generation = link.generation
+        if generation is None:
+            session = self.session
+            turn = session.turn or session.begin_turn("thinking")
+            generation = link.generation = _Generation(turn, new_id("i_"))
+            speech = link.speech
+            if speech is not None and speech.turn is None:
+                speech.turn = turn
+        return generation if generation.turn.active else None
+
+    def _on_audio(self, link: _Link, inline: dict[str, Any]) -> None:
+        match = _AUDIO_MIME.match(str(inline.get("mimeType") or ""))
+        if match is None:
+            return
+        if int(match.group(1) or 24000) != 24000:
+            if not self._warned_rate:
+                self._warned_rate = True
+                log.warning("the model sent audio that is not 24 kHz (%s); dropped", inline)
+            return
+        generation = self._generation(link)
+        if generation is None:
+            return
+        if generation.item is None:
+            generation.turn.state("speaking")
+            generation.item = generation.turn.audio(generation.vrt_id)
+        if generation.item is not None:
+            generation.item.write(base64.b64decode(inline.get("data") or ""))
+
+    def _on_output_transcript(self, link: _Link, text: str) -> None:
+        generation = self._generation(link)
+        if generation is not None and text:
+            generation.transcript += text
+            generation.turn.state("speaking")
+            generation.turn.transcript(
+                generation.transcript, final=False, item_id=generation.vrt_id
+            )
+
+    def _on_input_transcript(self, link: _Link, text: str) -> None:
+        if not text:
+            return
+        speech = link.speech
+        if speech is None:
+            speech = link.speech = _Speech(new_id("i_"), self.session.turn)
+        speech.text += text
+        self.session.user_transcript(
+            speech.text, final=False, item_id=speech.vrt_id, turn=speech.turn
+        )
+
+    def _on_interrupted(self, link: _Link) -> None:
+        """The generation in flight was cut: by our own clientContent (user text), or
+        by the user's voice (barge-in, §6.2). Its rest is dropped until turnComplete."""
+        if link.expect_interrupt:
+            link.expect_interrupt -= 1
+        elif link.generation is not None and not link.drop:
+            self.session.user_started_speaking()
+        link.drop = True
+        link.generation = None
+        self._cancelled_by_service(link)
+
+    def _cancelled_by_service(self, link: _Link) -> None:
+        """The service interrupted the generation: it cancels the calls it was waiting
+        for (``toolCallCancellation`` follows) and wants no response to them."""
+        link.cancelled.update(call.provider_id for call in link.calls.values())
+
+    def _on_turn_complete(self, link: _Link) -> None:
+        generation, dropped = link.generation, link.drop
+        link.generation, link.drop, link.expect_interrupt = None, False, 0
+        if not dropped:
+            speech = link.speech
+            if speech is not None:
+                link.speech = None
+                self.session.user_transcript(
+                    speech.text, final=True, item_id=speech.vrt_id, turn=speech.turn
+                )
+            if generation is not None and generation.turn.active:
+                turn = generation.turn
+                if generation.transcript:
+                    turn.transcript(generation.transcript, final=True, item_id=generation.vrt_id)
+                if not self._waiting(link, turn):
+                    turn.end()
+        if link.context_dirty:
+            self._send_context(link)
+
+    def _waiting(self, link: _Link, turn: Turn) -> bool:
+        return any(call.turn == turn for call in link.calls.values())
+
+    def _on_tool_call(self, link: _Link, tool_call: dict[str, Any]) -> None:
+        generation = self._generation(link)
+        for function_call in tool_call.get("functionCalls") or ():
+            if not isinstance(function_call, dict):
+                continue
+            provider_id = str(function_call.get("id"))
+            function = str(function_call.get("name") or "")
+            arguments = function_call.get("args", {})
+            name = self._names.vrt(function)
+            if generation is None:
+                # A generation nobody hears any more: the model must not wait for ever.
+                self._respond(link, provider_id, function, _error("INTERRUPTED", _INTERRUPTED_NOTE))
+                continue
+            if name is None:
+                self._respond(
+                    link, provider_id, function, _error("FAILED", f"no tool named {function!r}")
+                )
+                continue
+            if not isinstance(arguments, dict):
+                self._respond(
+                    link,
+                    provider_id,
+                    function,
+                    _error("INVALID", "the arguments were not an object"),
+                )
+                continue
+            turn = generation.turn
+            turn.state("acting")
+            # The server gives the client a new public callId and keeps ours (§6.3).
+            handle = turn.tool_call(name, provider_id=provider_id)
+            if handle is None:
+                self._respond(
+                    link, provider_id, function, _error("FAILED", "the call could not be made")
+                )
+                continue
+            future = handle.issue(arguments)
+            if future.done():  # not issued (the server's bound on pending calls, §11)
+                message = future.result().message or "the call was not made"
+                self._respond(link, provider_id, function, _error("FAILED", message))
+                continue
+            link.calls[handle.call_id] = _Call(provider_id, function, turn)
+
+    def _respond(self, link: _Link, provider_id: str, function: str, response: Any) -> None:
+        # BidiGenerateContentToolResponse: FunctionResponse {id, name, response}, the
+        # response a JSON object ("output" or "error").
+        link.send(
+            {
+                "toolResponse": {
+                    "functionResponses": [
+                        {"id": provider_id, "name": function, "response": response}
+                    ]
+                }
+            }
+        )
+
+    def _on_tool_settled(self, link: _Link, event: ToolSettled) -> None:
+        call = link.calls.pop(event.call_id, None)
+        if call is None:
+            return  # a call of an earlier provider session
+        if call.provider_id in link.cancelled:
+            return  # the service cancelled it: it wants no response
+        if event.code == "INTERRUPTED":
+            response = _error("INTERRUPTED", _INTERRUPTED_NOTE)
+            if not call.turn.active:
+                link.drop = True  # what the model says about it, nobody asked for
+        elif event.ok:
+            response = {"output": event.output}
+        else:
+            response = _error(event.code or "FAILED", event.message or "")
+        self._respond(link, call.provider_id, call.function, response)
+        if call.turn.active and not self._waiting(link, call.turn):
+            call.turn.state("thinking")  # the model goes on with the results
+
+    def _count_usage(self, usage: dict[str, Any]) -> None:
+        def audio(details: Any) -> int:
+            return sum(
+                count(entry.get("tokenCount"))
+                for entry in details or ()
+                if isinstance(entry, dict) and entry.get("modality") == "AUDIO"
+            )
+
+        self.usage.record(
+            log,
+            self.session.session_id,
+            input_tokens=count(usage.get("promptTokenCount")),
+            output_tokens=count(usage.get("responseTokenCount", usage.get("candidatesTokenCount"))),
+            cached_input_tokens=count(usage.get("cachedContentTokenCount")),
+            input_audio_tokens=audio(usage.get("promptTokensDetails")),
+            output_audio_tokens=audio(usage.get("responseTokensDetails")),
+        )
+
+    # -- context --
+
+    def _send_context(self, link: _Link) -> None:
+        """The context as a data turn (no turnComplete: it asks for no answer), sent
+        only between generations: any clientContent interrupts one."""
+        if link.generation is not None or link.drop:
+            link.context_dirty = True
+            return
+        link.context_dirty = False
+        if self._context is None:
+            return  # nothing to add (a turn already in the history cannot be removed)
+        link.send(
+            {
+                "clientContent": {
+                    "turns": [
+                        {"role": "user", "parts": [{"text": context_message(self._context)}]}
+                    ],
+                    "turnComplete": False,
+                }
+            }
+        )
+        self._context_sent = True
+
+    # -- the client's events --
+
+    def _send_audio(self, link: _Link, payload: bytes) -> None:
+        fmt = self.session.input_format
+        if fmt.encoding == "pcmu":
+            payload = pcmu_to_pcm16(payload)
+        link.send(
+            {
+                "realtimeInput": {
+                    "audio": {
+                        "data": base64.b64encode(payload).decode("ascii"),
+                        "mimeType": f"audio/pcm;rate={fmt.rate}",
+                    }
+                }
+            }
+        )
+
+    def _handle(self, link: _Link, event: AgentInput) -> None:
+        if isinstance(event, UserTextReceived):
+            # The server interrupted the response in flight already (§6.3); the
+            # service's generation stops at this clientContent and says so.
+            if link.generation is not None and not link.drop:
+                link.expect_interrupt += 1
+                link.drop = True
+                link.generation = None
+            self._cancelled_by_service(link)
+            self.session.begin_turn("thinking")
+            link.send(
+                {
+                    "clientContent": {
+                        "turns": [{"role": "user", "parts": [{"text": event.text}]}],
+                        "turnComplete": True,
+                    }
+                }
+            )
+        elif isinstance(event, ResponseInterrupted):
+            generation = link.generation
+            if generation is not None and generation.turn.id == event.turn_id:
+                link.drop = True  # the Live API has no cancel: the rest is dropped here
+                link.generation = None
+        elif isinstance(event, ToolSettled):
+            self._on_tool_settled(link, event)
+        elif isinstance(event, ContextChanged):
+            self._context = event.context
+            self._context_sent = False
+            self._send_context(link)
+        # PlaybackReported: the Live API has no truncate message; the service assumes
+        # real-time playback and cuts its context itself when it is interrupted.
+
+
+def _error(code: str, message: str) -> dict[str, Any]:
+    return {"error": {"code": code, "message": message}}

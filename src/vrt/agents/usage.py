@@ -1,0 +1,77 @@
+"""Tokens a session's model used, as the provider reported them.
+
+Each model adapter keeps one :class:`TokenUsage` per session (``agent.usage``), adds
+every response's usage to it and logs the response's figures at DEBUG on its own
+logger (``vrt.agents.openai_realtime`` and so on), so that a metrics exporter can read
+the counters and an operator can follow them in the logs. The counters only grow.
+
+What each provider reports (all optional; a missing figure counts as 0):
+
+* OpenAI Realtime, ``response.done`` ``response.usage``: ``input_tokens``,
+  ``output_tokens``, ``input_token_details.{cached_tokens,audio_tokens}``,
+  ``output_token_details.audio_tokens`` (openai-python
+  ``types/realtime/realtime_response_usage.py``).
+* Chat Completions with ``stream_options.include_usage``: a last chunk with
+  ``usage.{prompt_tokens,completion_tokens}``,
+  ``usage.prompt_tokens_details.cached_tokens`` (OpenAI API reference, "The chat
+  completion chunk object").
+* Gemini Live, ``usageMetadata`` on server messages: ``promptTokenCount``,
+  ``responseTokenCount``, ``cachedContentTokenCount``, and per-modality
+  ``promptTokensDetails`` / ``responseTokensDetails`` (ai.google.dev/api/live,
+  "UsageMetadata").
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import asdict, dataclass
+
+__all__ = ["TokenUsage", "count"]
+
+
+@dataclass(slots=True)
+class TokenUsage:
+    """Running totals over a session's responses."""
+
+    #: Responses (completions, turns) whose usage was reported.
+    responses: int = 0
+    input_tokens: int = 0
+    output_tokens: int = 0
+    #: Of ``input_tokens``, those served from the provider's prompt cache.
+    cached_input_tokens: int = 0
+    #: Of ``input_tokens`` and ``output_tokens``, those that were audio.
+    input_audio_tokens: int = 0
+    output_audio_tokens: int = 0
+
+    def add(
+        self,
+        *,
+        input_tokens: int = 0,
+        output_tokens: int = 0,
+        cached_input_tokens: int = 0,
+        input_audio_tokens: int = 0,
+        output_audio_tokens: int = 0,
+    ) -> None:
+        self.responses += 1
+        self.input_tokens += input_tokens
+        self.output_tokens += output_tokens
+        self.cached_input_tokens += cached_input_tokens
+        self.input_audio_tokens += input_audio_tokens
+        self.output_audio_tokens += output_audio_tokens
+
+    def record(self, log: logging.Logger, session_id: str, **counts: int) -> None:
+        """Add one response's usage (the keywords of :meth:`add`) and log it at DEBUG
+        with the session's totals."""
+        self.add(**counts)
+        if log.isEnabledFor(logging.DEBUG):
+            log.debug(
+                "session %s: model usage of one response %s; session totals %s",
+                session_id,
+                counts,
+                asdict(self),
+            )
+
+
+def count(value: object) -> int:
+    """A token count from a provider's JSON: a non-negative int, else 0."""
+    return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else 0
