@@ -29,5 +29,25 @@ def shown(name: str) -> str:
 )
 def test_the_doc_shows_the_table_in_the_code(name: str, rendered: str) -> None:
     assert shown(name) == rendered, (
-        f"regenerate the {name} table of docs/architecture.md from vrt.protocol.tables.markdown"
+        "run python tests/test_docs_architecture.py to put the tables of the code in the doc"
     )
+
+
+def rewrite() -> None:
+    """Put the tables of the code into docs/architecture.md."""
+    text = DOC.read_text()
+    for name, rendered in (
+        ("server", markdown(SERVER_TABLE, "Connection state")),
+        ("client", markdown(CLIENT_TABLE, "Client state")),
+    ):
+        text = re.sub(
+            rf"(<!-- table: {name} -->\n).*?(\n<!-- /table -->)",
+            lambda found, table=rendered: found.group(1) + table + found.group(2),
+            text,
+            flags=re.S,
+        )
+    DOC.write_text(text)
+
+
+if __name__ == "__main__":  # python tests/test_docs_architecture.py: regenerate the tables
+    rewrite()

@@ -100,10 +100,39 @@ def serve(
         int | None,
         typer.Option(
             metavar="N",
-            help="Refuse a new session (START_FAILED, close 1011) while N are live, "
-            "connected or waiting for a resume; resumes are always served. Default: no limit.",
+            help="At most N live sessions, connected or waiting for a resume. A new one "
+            "beyond it evicts the session parked the longest, or with none parked gets "
+            "START_FAILED (close 1011); resumes are always served. Default: no limit.",
         ),
     ] = None,
+    max_parked: Annotated[
+        int | None,
+        typer.Option(
+            metavar="N",
+            help="At most N sessions waiting for a resume; one more evicts the one parked "
+            "the longest (its resume gets RESUME_FAILED). Default: no limit.",
+        ),
+    ] = None,
+    max_connections: Annotated[
+        int | None,
+        typer.Option(
+            metavar="N",
+            help="TCP connections open at once; beyond it a connection is refused with "
+            "HTTP 503 as it is accepted. Default: the open-file limit less headroom.",
+        ),
+    ] = None,
+    hello_timeout: Annotated[
+        float,
+        typer.Option(metavar="SEC", help="Close a connection that sends no hello (1008)."),
+    ] = 10.0,
+    drain_timeout: Annotated[
+        float,
+        typer.Option(
+            metavar="SEC",
+            help="On SIGTERM or Ctrl-C, let replies in flight finish for this long before "
+            "ending every session with SERVER_SHUTDOWN; a second signal stops at once.",
+        ),
+    ] = 10.0,
     tls_cert: Annotated[
         Path | None, typer.Option(metavar="PATH", help="PEM certificate: serve wss:// (§2.1).")
     ] = None,
@@ -183,9 +212,15 @@ def serve(
         raise _fail("--max-unacked must be at least 1")
     if max_sessions is not None and max_sessions < 1:
         raise _fail("--max-sessions must be at least 1")
+    for name, limit in (("max-parked", max_parked), ("max-connections", max_connections)):
+        if limit is not None and limit < (0 if name == "max-parked" else 1):
+            raise _fail(f"--{name} is too small")
+    if hello_timeout <= 0 or drain_timeout < 0:
+        raise _fail("--hello-timeout must be positive and --drain-timeout not negative")
     config = ServerConfig(
         heartbeat_timeout=heartbeat_timeout,
         resume_window=resume_window,
+        hello_timeout=hello_timeout,
         tool_timeout=tool_timeout,
         max_unacked=max_unacked,
     )
@@ -196,6 +231,8 @@ def serve(
         ssl_context=context,
         allowed_origins=allowed_origin,
         max_sessions=max_sessions,
+        max_parked=max_parked,
+        max_connections=max_connections,
     )
 
     async def run() -> None:
@@ -211,8 +248,17 @@ def serve(
         typer.echo(f"vrt {__version__} listening on {url} (agent {agent}, {auth})", err=False)
         sys.stdout.flush()
         await stop.wait()
-        typer.echo("shutting down")
-        await server.close()
+        typer.echo(f"draining: replies in flight have {drain_timeout:g} s to finish")
+        sys.stdout.flush()
+        stop.clear()
+        drain = loop.create_task(server.shutdown(drain_timeout))
+        again = loop.create_task(stop.wait())
+        await asyncio.wait({drain, again}, return_when=asyncio.FIRST_COMPLETED)
+        if not drain.done():  # a second signal: stop at once
+            drain.cancel()
+            await server.close()
+        again.cancel()
+        typer.echo("stopped")
 
     _run(run())
 

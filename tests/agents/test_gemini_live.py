@@ -41,6 +41,7 @@ from vrt.client import (
     ErrorReceived,
     InterruptedEpoch,
     RunTool,
+    SessionFailed,
     ToolContext,
     TranscriptReceived,
     TurnChanged,
@@ -88,8 +89,9 @@ async def url(standin: GeminiStandIn, api_key: str) -> AsyncIterator[str]:
     await server.close()
 
 
-def fatal(event: ErrorReceived) -> bool:
-    return event.code == "AGENT_ERROR" and not event.recoverable
+def fatal(event: SessionFailed) -> bool:
+    """The session ended on an AGENT_ERROR that is not recoverable (§9.2)."""
+    return event.code == "AGENT_ERROR"
 
 
 async def ready(standin: GeminiStandIn, connection: int = 1) -> None:
@@ -435,7 +437,7 @@ async def test_a_wrong_key_ends_the_session_at_once(api_key: str) -> None:
         server, url = await serve(other)
         try:
             async with session(url, reconnect=False) as s:
-                error = await s.next(ErrorReceived)
+                error = await s.next(SessionFailed)
                 assert fatal(error), error
                 assert "GEMINI_API_KEY" in error.message
                 assert API_KEY not in error.message
@@ -452,7 +454,7 @@ async def test_a_model_the_service_does_not_serve_ends_the_session(
     server, url = await serve(standin, model="gemini-retired")
     try:
         async with session(url, reconnect=False) as s:
-            error = await s.next(ErrorReceived)
+            error = await s.next(SessionFailed)
             assert fatal(error)
             assert "models/gemini-retired is not found" in error.message
             assert "model option" in error.message

@@ -45,6 +45,7 @@ from vrt.client import (
     ErrorReceived,
     InterruptedEpoch,
     RunTool,
+    SessionFailed,
     ToolContext,
     ToolPreview,
     TranscriptReceived,
@@ -651,9 +652,8 @@ async def test_a_key_refused_at_the_upgrade_ends_the_session_with_a_clear_error(
         served = await server.start("127.0.0.1", 0)
         try:
             async with session(served, reconnect=False) as s:
-                error = await s.next(ErrorReceived)
+                error = await s.next(SessionFailed)  # a non-recoverable AGENT_ERROR (§9.2)
                 assert error.code == "AGENT_ERROR"
-                assert not error.recoverable
                 assert "HTTP 401" in error.message
                 assert "OPENAI_API_KEY" in error.message
                 assert API_KEY not in error.message

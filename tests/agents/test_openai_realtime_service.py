@@ -36,6 +36,7 @@ from vrt.client import (
     ClientTool,
     ErrorReceived,
     RunTool,
+    SessionFailed,
     TranscriptReceived,
     TurnChanged,
     tool,
@@ -94,8 +95,9 @@ def errors_sent(standin: StandIn) -> list[dict[str, Any]]:
     return [event["error"] for event in standin.sent_events("error")]
 
 
-def fatal(event: ErrorReceived) -> bool:
-    return event.code == "AGENT_ERROR" and not event.recoverable
+def fatal(event: SessionFailed) -> bool:
+    """The session ended on an AGENT_ERROR that is not recoverable (§9.2)."""
+    return event.code == "AGENT_ERROR"
 
 
 async def speak(s: Session, standin: StandIn) -> None:
@@ -152,7 +154,7 @@ async def test_a_rejected_session_update_ends_the_session(api_key: str, standin:
     server, url = await serve(standin, voice="psychic")
     try:
         async with session(url, reconnect=False) as s:
-            error = await s.next(ErrorReceived)
+            error = await s.next(SessionFailed)
             assert fatal(error)
             assert "session" in error.message
             assert "voice" in error.message
@@ -173,7 +175,7 @@ async def test_a_session_update_never_confirmed_is_a_failed_start(
     server, url = await serve(standin)
     try:
         async with session(url, reconnect=False) as s:
-            error = await s.next(ErrorReceived)
+            error = await s.next(SessionFailed)
             assert fatal(error)
             assert "session.updated" in error.message
     finally:
@@ -190,7 +192,7 @@ async def test_a_key_refused_after_the_upgrade_ends_the_session_without_looping(
         server, url = await serve(other)
         try:
             async with session(url, reconnect=False) as s:
-                error = await s.next(ErrorReceived)
+                error = await s.next(SessionFailed)
                 assert fatal(error), error
                 assert "OPENAI_API_KEY" in error.message
                 assert API_KEY not in error.message
@@ -215,7 +217,7 @@ async def test_model_not_found_in_a_failed_response_ends_the_session(
     )
     async with session(url, reconnect=False) as s:
         await s.client.send_text("hello")
-        error = await s.next(ErrorReceived)
+        error = await s.next(SessionFailed)
         assert fatal(error)
         assert "model_not_found" in error.message
         await s.drain(0.1)
@@ -246,7 +248,7 @@ async def test_a_link_that_keeps_dropping_is_given_up_after_a_bounded_number(
     server, url = await serve(standin)
     try:
         async with session(url, reconnect=False) as s:
-            error = await s.next(ErrorReceived, fatal)
+            error = await s.next(SessionFailed, fatal)
             assert "giving up" in error.message
             await s.drain(0.2)
             connections = len(standin.connections)

@@ -248,10 +248,34 @@ async def scripted_server(port: int) -> VrtServer:
     return server
 
 
+async def crash(server: VrtServer) -> None:
+    """Stop ``server`` as a crash would: its sockets just go, without a word."""
+    for connection in list(server._connections):
+        assert connection.transport is not None
+        connection.transport.disconnect(graceful=False)
+    await server.close()
+
+
+async def test_a_server_that_shuts_down_is_reported_with_its_reason(chats: list[Chat]) -> None:
+    """The server stops gracefully: it ends the session with SERVER_SHUTDOWN (not
+    recoverable), so the chat says why and exits 1 instead of "reconnecting…"."""
+    port = free_port()
+    server = await scripted_server(port)
+    chat = await chat_with(chats, f"ws://127.0.0.1:{port}")
+    chat.send("echo before")
+    await chat.expect(r"agent: before")
+    await chat.expect(r"· idle")
+    await server.close()
+    await chat.expect(r"session failed: SERVER_SHUTDOWN: .+")
+    assert await chat.wait() == 1
+    assert "reconnecting" not in chat.stdout
+    assert "Traceback" not in chat.stdout + chat.stderr
+
+
 async def test_a_server_restart_is_reported_with_its_reason(chats: list[Chat]) -> None:
-    """The server restarts: the chat shows the close reason, then the refused resume
-    (RESUME_FAILED) and what was not delivered, and exits 1, instead of
-    "reconnecting…" for ever."""
+    """The server restarts without a word (as after a crash): the chat shows the lost
+    connection, then the refused resume (RESUME_FAILED) and what was not delivered, and
+    exits 1, instead of "reconnecting…" for ever."""
     port = free_port()
     server = await scripted_server(port)
     chat = await chat_with(chats, f"ws://127.0.0.1:{port}")
@@ -260,8 +284,8 @@ async def test_a_server_restart_is_reported_with_its_reason(chats: list[Chat]) -
         chat.send("echo before")
         await chat.expect(r"agent: before")
         await chat.expect(r"· idle")
-        await server.close()
-        await chat.expect(r"connection lost \(1001: server shutting down\); reconnecting…")
+        await crash(server)
+        await chat.expect(r"connection lost \(.*\); reconnecting…")
         chat.send("echo in between")
         restarted = await scripted_server(port)
         await chat.expect(r"session failed: RESUME_FAILED: .+")
@@ -283,8 +307,8 @@ async def test_a_server_that_stays_away_is_given_up(chats: list[Chat]) -> None:
     chat.send("echo before")
     await chat.expect(r"agent: before")
     await chat.expect(r"· idle")
-    await server.close()
-    await chat.expect(r"connection lost \(1001: server shutting down\); reconnecting…")
+    await crash(server)
+    await chat.expect(r"connection lost \(.*\); reconnecting…")
     await chat.expect(r"still reconnecting: connection refused")
     await chat.expect(r"session failed: RESUME_TIMEOUT: could not resume the session within 1 s")
     assert await chat.wait() == 1

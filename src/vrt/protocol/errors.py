@@ -31,6 +31,8 @@ class ErrorCode(StrEnum):
     # §11 and messages.md: a limit was exceeded, or a peer keeps exceeding them.
     LIMIT_EXCEEDED = "LIMIT_EXCEEDED"
     RATE_LIMITED = "RATE_LIMITED"
+    # docs/decisions.md: the server is going away; do not resume on it.
+    SERVER_SHUTDOWN = "SERVER_SHUTDOWN"
 
 
 _NOT_RECOVERABLE = frozenset(
@@ -40,6 +42,7 @@ _NOT_RECOVERABLE = frozenset(
         ErrorCode.RESUME_FAILED,
         ErrorCode.START_FAILED,
         ErrorCode.RATE_LIMITED,
+        ErrorCode.SERVER_SHUTDOWN,
     }
 )
 

@@ -141,7 +141,7 @@ class ServerInput(StrEnum):
     SEQUENCED = "sequenced message"
     INPUT_AUDIO = "valid input audio frame"
     INVALID = "invalid control message or audio frame"
-    FLOOD = "invalid frames beyond the rate limit (§11)"
+    FLOOD = "invalid frames or traffic far beyond the rate limits (§11)"
     AUTH_REFUSED = "authentication refused"
     RESUME_REFUSED = "resume of an unknown, expired or foreign session"
     START_FAILED = "the session cannot start"
@@ -150,6 +150,7 @@ class ServerInput(StrEnum):
     SESSION_ENDED = "the session ended"
     HEARTBEAT_TIMEOUT = "heartbeat timeout"
     HELLO_TIMEOUT = "no hello within the hello deadline"
+    SHUTDOWN = "the server shuts down"
     CONNECTION_CLOSED = "connection closed"
 
 
@@ -173,6 +174,7 @@ class ServerAction(StrEnum):
     CLOSE_SESSION = "close with the session's reason"
     CLOSE_HEARTBEAT = "close 4408"
     CLOSE_HELLO_TIMEOUT = "close 1008"
+    SHUTDOWN = "error SERVER_SHUTDOWN (not recoverable), close 1001"
     PARK = "park the session"
     CLOSED = "nothing (the connection is gone)"
 
@@ -223,6 +225,7 @@ SERVER_TABLE: Final = Transitions(
         _server(None, _SI.INVALID, _SA.INVALID, None, "§5.1, §9.1"),
         _server(None, _SI.FLOOD, _SA.RATE_LIMIT, _SS.CLOSED, "§11"),
         _server(None, _SI.HEARTBEAT_TIMEOUT, _SA.CLOSE_HEARTBEAT, _SS.CLOSED, "§5.1, §4.4"),
+        _server(None, _SI.SHUTDOWN, _SA.SHUTDOWN, _SS.CLOSED, "§5.6"),
         _server(_SS.OPEN, _SI.CONNECTION_CLOSED, _SA.PARK, _SS.CLOSED),
         _server(None, _SI.CONNECTION_CLOSED, _SA.CLOSED, _SS.CLOSED),
         # A session still bound when the server closed the connection (4408, 1008)
@@ -257,6 +260,7 @@ class ClientInput(StrEnum):
     CANNOT_RESEND = "ready after which the client cannot resend (§5.4)"
     UNAUTHORIZED = "error UNAUTHORIZED"
     RESUME_FAILED = "error RESUME_FAILED"
+    SESSION_ENDED = "error that ends the session (AGENT_ERROR or SERVER_SHUTDOWN, not recoverable)"
     ERROR_NOT_RECOVERABLE = "error that is not recoverable"
     ERROR = "other error"
     SEQUENCED = "sequenced message"
@@ -330,6 +334,7 @@ CLIENT_TABLE: Final = Transitions(
         _client(_CS.OPEN, _CI.SEND, _CA.WRITE, None, "§4.1"),
         _client(_CS.OPEN, _CI.SEND_AUDIO, _CA.WRITE, None, "§8.1"),
         _client(None, _CI.RESUME_FAILED, _CA.STOP, _CS.CLOSED),
+        _client(None, _CI.SESSION_ENDED, _CA.STOP, _CS.CLOSED, "§9.2"),
         _client(None, _CI.ERROR, _CA.REPORT, None, "§9.2"),
         _client(None, _CI.INVALID, _CA.REPORT, None, "§9.1"),
         _client(None, _CI.AUDIO_START, _CA.ANNOUNCE, None, "§8.3"),
@@ -344,6 +349,7 @@ CLIENT_TABLE: Final = Transitions(
         _client(_CS.CONNECTING, _CI.CANNOT_RESEND, _CA.IGNORE, None),
         _client(_CS.CONNECTING, _CI.UNAUTHORIZED, _CA.IGNORE, None),
         _client(_CS.CONNECTING, _CI.ERROR_NOT_RECOVERABLE, _CA.IGNORE, None),
+        _client(_CS.CONNECTING, _CI.SESSION_ENDED, _CA.IGNORE, None),
         _client(_CS.CONNECTING, _CI.SEQUENCED, _CA.IGNORE, None),
         _client(_CS.CONNECTING, _CI.OUTPUT_AUDIO, _CA.IGNORE, None),
         _client(_CS.CONNECTING, _CI.SILENT, _CA.IGNORE, None),

@@ -15,23 +15,24 @@ import inspect
 import logging
 import ssl
 from collections.abc import Iterable
+from dataclasses import replace
 from typing import Any
 from urllib.parse import parse_qsl, urlsplit
 
 from picows import (
-    WSCloseCode,
     WSUpgradeRequest,
     WSUpgradeResponse,
     WSUpgradeResponseWithListener,
-    ws_create_server,
 )
 
 from ..agents.base import Agent, AgentFactory, AgentSession, SessionInfo
 from ..protocol.messages import UNSET, Format, Hello
+from ..protocol.outputs import CloseCode
 from ..protocol.server import HelloReceived, ServerConfig, ServerSession
 from .auth import Authenticator
+from .listener import ConnectionCap, default_max_connections, listen
 from .store import MemorySessionStore, SessionStore
-from .websocket import ClientConnection, ConnectionHooks
+from .websocket import ClientConnection, ConnectionHooks, EdgeLimits
 
 __all__ = ["VrtServer"]
 
@@ -61,9 +62,17 @@ class VrtServer:
         limits (``ServerConfig``); the input and output formats come from each agent.
     :param allowed_origins: when given, a browser's ``Origin`` must be one of them
         (against cross-site WebSocket hijacking); requests without Origin pass.
-    :param max_sessions: when given, a ``hello`` that would open a session beyond this
-        many live ones (connected or parked) gets ``START_FAILED`` and close 1011 (§5.1);
-        resumes of existing sessions are always served.
+    :param max_sessions: when given, at most this many live sessions (connected or
+        parked). A ``hello`` for a new one beyond it first evicts the session parked the
+        longest (its resume then fails with RESUME_FAILED, §5.4); with none parked it gets
+        ``START_FAILED`` and close 1011 (§5.1). Resumes are always served.
+    :param max_parked: when given, at most this many parked sessions: parking one more
+        evicts the session parked the longest.
+    :param max_connections: TCP connections open at once, upgraded or not; beyond it a
+        connection is refused at accept with HTTP 503. Default: what the file-handle
+        limit allows, with headroom (``listener.default_max_connections``).
+    :param edge: the WebSocket layer's bounds (``EdgeLimits``: buffered output, write
+        timeout); its ``max_message_bytes`` is ``max_message_bytes``.
     """
 
     def __init__(
@@ -77,11 +86,17 @@ class VrtServer:
         allowed_origins: Iterable[str] | None = None,
         max_message_bytes: int | None = None,
         max_sessions: int | None = None,
+        max_parked: int | None = None,
+        max_connections: int | None = None,
+        edge: EdgeLimits | None = None,
     ) -> None:
         if max_sessions is not None and max_sessions < 1:
             raise ValueError("max_sessions must be at least 1")
+        if max_parked is not None and max_parked < 0:
+            raise ValueError("max_parked cannot be negative")
         self.agent_factory = agent_factory
         self.max_sessions = max_sessions
+        self.max_parked = max_parked
         self.authenticator = authenticator
         self.config = config or ServerConfig()
         self.store: SessionStore = store if store is not None else MemorySessionStore()
@@ -91,12 +106,19 @@ class VrtServer:
         # little too big gets a recoverable LIMIT_EXCEEDED; far beyond it, close 1009
         # (messages.md).
         self.max_message_bytes = max_message_bytes or 4 * self.config.limits.max_frame_bytes
+        self.edge = replace(
+            edge or EdgeLimits(max_message_bytes=self.max_message_bytes),
+            max_message_bytes=self.max_message_bytes,
+        )
+        self.connection_cap = ConnectionCap(max_connections or default_max_connections())
         self._server: asyncio.Server | None = None
+        self._draining = False
         self._hooks = ConnectionHooks(
             opened=self._connections_add, pump=self._pump, closed=self._disconnected
         )
         self._connections: set[ClientConnection] = set()
-        self._parked: dict[str, asyncio.TimerHandle] = {}
+        #: Parked sessions, the longest parked first, with the timer of each.
+        self._parked: dict[str, asyncio.TimerHandle | None] = {}
         self._bound: dict[str, ClientConnection] = {}
         self._agents: dict[str, _AgentHost] = {}
         self._sessions: dict[str, ServerSession] = {}
@@ -112,20 +134,19 @@ class VrtServer:
 
     async def start(self, host: str = "127.0.0.1", port: int = 8765) -> str:
         """Listen; returns the URL clients connect to (``ws://`` or ``wss://``)."""
-        self._server = await ws_create_server(
+        self._server = await listen(
             self._accept,
             host,
             port,
-            ssl=self.ssl_context,
+            cap=self.connection_cap,
+            ssl_context=self.ssl_context,
             max_frame_size=self.max_message_bytes,
-            enable_auto_pong=False,
-            enable_auto_ping=False,
-            websocket_handshake_timeout=10,
+            handshake_timeout=10.0,
             # Control messages and audio frames are small, and picows grows a buffer
             # that a message or a burst fills: a 16 KiB first read buffer per
             # connection (its default) would be most of an idle session's memory.
             # 2 KiB is its minimum (idle sessions 20.4 -> 18.6 KB, bench/).
-            read_buffer_init_size=2048,
+            read_buffer_size=2048,
         )
         bound_port = self._server.sockets[0].getsockname()[1]
         scheme = "wss" if self.ssl_context is not None else "ws"
@@ -137,18 +158,39 @@ class VrtServer:
         assert self._server is not None, "start() first"
         await self._server.serve_forever()
 
+    async def shutdown(self, drain_timeout: float = 10.0) -> None:
+        """Stop gracefully: stop accepting and refuse new sessions, let the responses in
+        flight finish for up to ``drain_timeout`` seconds, then :meth:`close`, which tells
+        every client ``SERVER_SHUTDOWN`` so that none tries to resume here."""
+        self._draining = True
+        if self._server is not None:
+            self._server.close()
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + drain_timeout
+        while loop.time() < deadline and any(
+            session.response_in_flight for session in self._sessions.values()
+        ):
+            await asyncio.sleep(0.05)
+        await self.close()
+
+    @property
+    def draining(self) -> bool:
+        """True once :meth:`shutdown` began: no new session is opened."""
+        return self._draining
+
     async def close(self) -> None:
-        """Stop accepting, close every session and connection (1001), stop the agents."""
+        """Stop at once: stop accepting, end every session with a non-recoverable
+        ``SERVER_SHUTDOWN`` error (docs/decisions.md) and close 1001, stop the agents."""
+        self._draining = True
         if self._server is not None:
             self._server.close()
         for task in list(self._opening):
             task.cancel()
-        for session in list(self._sessions.values()):
-            self._end_session(session, "server shutting down", code=1001)
         for connection in list(self._connections):
-            if connection.transport is not None and not connection.closed:
-                connection.transport.send_close(WSCloseCode.GOING_AWAY, b"server shutting down")
-                connection.transport.disconnect()
+            connection.protocol.shut_down("the server is shutting down; open a new session")
+            connection.write_outbox()
+        for session in list(self._sessions.values()):
+            self._end_session(session, "server shutting down", code=CloseCode.GOING_AWAY)
         tasks = [host.task for host in self._agents.values()]
         for task in tasks:
             task.cancel()
@@ -168,6 +210,18 @@ class VrtServer:
     # -- connections --
 
     def _accept(self, request: WSUpgradeRequest) -> Any:
+        version = request.headers.get("Sec-WebSocket-Version")
+        if version != "13":
+            # RFC 6455 §4.4: a version the server does not speak gets 426 and the ones
+            # it does.
+            return WSUpgradeResponseWithListener(
+                WSUpgradeResponse.create_error_response(
+                    426,
+                    b"this server speaks WebSocket version 13",
+                    {"Sec-WebSocket-Version": "13"},
+                ),
+                None,
+            )
         origin = request.headers.get("Origin")
         if (
             self.allowed_origins is not None
@@ -183,7 +237,7 @@ class VrtServer:
             log.warning(
                 "a client put a credential in the URL; it is ignored: send it in hello.auth (§5.3)"
             )
-        return ClientConnection(self.config, self.max_message_bytes, self._hooks)
+        return ClientConnection(self.config, self.edge, self._hooks)
 
     def _connections_add(self, connection: ClientConnection) -> None:
         self._connections.add(connection)
@@ -202,12 +256,24 @@ class VrtServer:
 
     def _arm_parked(self, session: ServerSession) -> None:
         """A parked session has no connection to carry its timer: it gets its own, for
-        its tool timeouts (§7.2) and the end of its resume window (§5.1)."""
+        its tool timeouts (§7.2) and the end of its resume window (§5.1). Parking one
+        beyond ``max_parked`` evicts the session parked the longest."""
         deadline = session.timer_deadline()
-        if deadline is None:
-            return
         loop = asyncio.get_running_loop()
-        self._parked[session.session_id] = loop.call_at(deadline, self._parked_timer, session)
+        handle = loop.call_at(deadline, self._parked_timer, session) if deadline else None
+        self._parked[session.session_id] = handle
+        if self.max_parked is not None and len(self._parked) > self.max_parked:
+            self._evict_parked()
+
+    def _evict_parked(self) -> bool:
+        """End the session parked the longest: its resume fails (RESUME_FAILED, §5.4)."""
+        for session_id in self._parked:
+            session = self._sessions.get(session_id)
+            if session is not None:
+                log.info("session %s evicted: parked the longest", session_id)
+                self._end_session(session, "evicted while parked")
+                return True
+        return False
 
     def _disarm_parked(self, session_id: str) -> None:
         handle = self._parked.pop(session_id, None)
@@ -215,7 +281,7 @@ class VrtServer:
             handle.cancel()
 
     def _parked_timer(self, session: ServerSession) -> None:
-        self._parked.pop(session.session_id, None)
+        self._parked[session.session_id] = None
         if session.status != "parked":
             return
         session.on_timer(asyncio.get_running_loop().time())
@@ -224,7 +290,18 @@ class VrtServer:
             log.info("session %s expired", session.session_id)
             self._end_session(session, "resume window expired")
         else:
-            self._arm_parked(session)
+            self._rearm_parked(session)
+
+    def _rearm_parked(self, session: ServerSession) -> None:
+        """Re-arm a parked session's timer where it stands in the parking order."""
+        handle = self._parked.get(session.session_id)
+        if handle is not None:
+            handle.cancel()
+        deadline = session.timer_deadline()
+        loop = asyncio.get_running_loop()
+        self._parked[session.session_id] = (
+            loop.call_at(deadline, self._parked_timer, session) if deadline else None
+        )
 
     def _pump(self, connection: ClientConnection) -> None:
         """After the core ran for ``connection``: start opening a hello, hand the
@@ -276,9 +353,8 @@ class VrtServer:
         if connection is not None:
             connection.write_outbox()
             connection.arm_timer()
-        elif session.status == "parked":
-            self._disarm_parked(session.session_id)
-            self._arm_parked(session)  # the agent may have started a tool call
+        elif session.status == "parked" and session.session_id in self._parked:
+            self._rearm_parked(session)  # the agent may have started a tool call
         if session.status == "closed":
             self._end_session(session, "session closed")
 
@@ -343,8 +419,16 @@ class VrtServer:
     async def _open_new(
         self, connection: ClientConnection, hello: Hello, principal: str | None
     ) -> None:
+        if self._draining:
+            connection.protocol.refuse_start("the server is shutting down; try another")
+            self._pump(connection)
+            return
         limit = self.max_sessions
-        if limit is not None and len(self._sessions) + self._starting >= limit:
+        if (
+            limit is not None
+            and len(self._sessions) + self._starting >= limit
+            and not self._evict_parked()
+        ):
             self._refuse_full(connection, limit)
             return
         self._starting += 1

@@ -1,11 +1,21 @@
 """The WebSocket edge of the server: picows frames in, protocol core, frames out.
 
 picows hands over raw frames, so this layer does what a WebSocket library would
-otherwise do for us: it joins fragmented messages, bounds their size (close 1009),
-checks that text is UTF-8 (close 1007, messages.md), answers pings itself so that
-they count as frames for the heartbeat (§4.4) and completes the close handshake.
-It never decides protocol behaviour: that is :class:`~vrt.protocol.server.ServerConnection`.
+otherwise do for us (RFC 6455): it joins fragmented messages and fails a new message
+inside an unfinished one (1002), fails frames with reserved bits set (no extension is
+ever negotiated, 1002), bounds message size (close 1009), checks that text is UTF-8
+(close 1007, messages.md), answers pings itself, echoes the peer's close (an empty close
+with an empty one) and completes the close handshake. Every frame it reads, of any
+kind, is reported to the core, which keeps the heartbeat (§4.4) and the connection's
+read budget; while the budget is spent the edge stops reading.
 
+What it writes is bounded before it is written: above the transport's high-water mark
+audio is dropped (late audio is worse than lost, §5.4); a connection whose buffered
+output would pass ``max_write_buffer``, or that stays above the high-water mark for
+``write_timeout``, is aborted without a close handshake (one it would never read). Its
+session parks and resumes with nothing lost, since sequenced messages are kept (§4.1).
+
+It never decides protocol behaviour: that is :class:`~vrt.protocol.server.ServerConnection`.
 The server that owns the connections is reached only through :class:`ConnectionHooks`,
 so this module does not know the application around it.
 """
@@ -24,23 +34,20 @@ from picows import WSCloseCode, WSFrame, WSListener, WSMsgType, WSTransport
 from ..protocol.outputs import Close, SendBinary, SendText
 from ..protocol.server import ServerConfig, ServerConnection
 
-__all__ = ["ClientConnection", "ConnectionHooks"]
+__all__ = ["ClientConnection", "ConnectionHooks", "EdgeLimits"]
 
 log = logging.getLogger("vrt.server")
 
-#: How long a closing connection waits for the peer's close frame before dropping it.
-CLOSE_TIMEOUT: Final = 2.0
-#: Buffered output beyond which a slow reader's connection is closed; its session parks
-#: and resumes with nothing lost, since sequenced messages are kept (§4.1).
-MAX_WRITE_BUFFER: Final = 8 << 20
-
 _TEXT: Final = WSMsgType.TEXT
 _BINARY: Final = WSMsgType.BINARY
+_CONTINUATION: Final = WSMsgType.CONTINUATION
 _FIN_TEXT: Final = 0x81
 _FIN_BINARY: Final = 0x82
 _SHORT: Final = struct.Struct("!BB")
 _MEDIUM: Final = struct.Struct("!BBH")
 _LONG: Final = struct.Struct("!BBQ")
+#: An empty close frame (RFC 6455 §5.5.1: a close without a status code).
+_EMPTY_CLOSE: Final = b"\x88\x00"
 
 
 def _header(first: int, size: int) -> bytes:
@@ -50,6 +57,30 @@ def _header(first: int, size: int) -> bytes:
     if size < 1 << 16:
         return _MEDIUM.pack(first, 126, size)
     return _LONG.pack(first, 127, size)
+
+
+def _sendable_close_code(code: int) -> bool:
+    """Close codes a peer may put on the wire (RFC 6455 §7.4): 1004-1006 and 1015 are
+    reserved for reports, codes below 1000 and 1012-2999 are not assigned to peers."""
+    return code in (1000, 1001, 1002, 1003, 1007, 1008, 1009, 1010, 1011) or (3000 <= code <= 4999)
+
+
+@dataclass(frozen=True, slots=True)
+class EdgeLimits:
+    """The WebSocket layer's bounds (docs/limits.md)."""
+
+    #: Largest message (joined fragments) read; beyond it, close 1009.
+    max_message_bytes: int
+    #: Output buffered for one connection beyond which it is aborted.
+    max_write_buffer: int = 1 << 20
+    #: The transport's high-water mark: above it audio is dropped and ``write_timeout``
+    #: runs.
+    high_water: int = 256 << 10
+    #: How long a connection may stay above the high-water mark before it is aborted.
+    write_timeout: float = 10.0
+    #: How long a closing connection waits for the peer's close frame before it is
+    #: aborted.
+    close_timeout: float = 2.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -67,61 +98,89 @@ class ConnectionHooks:
 class ClientConnection(WSListener):
     """One client WebSocket."""
 
-    def __init__(
-        self, config: ServerConfig, max_message_bytes: int, hooks: ConnectionHooks
-    ) -> None:
+    def __init__(self, config: ServerConfig, limits: EdgeLimits, hooks: ConnectionHooks) -> None:
         super().__init__()
         self.hooks = hooks
-        self.max_message_bytes = max_message_bytes
+        self.limits = limits
         self.loop = asyncio.get_running_loop()
         self.protocol = ServerConnection(config, self.loop.time())
         self.transport: WSTransport | None = None
         self.closed = False
+        self._closing = False
         self._fragments: bytearray | None = None
         self._fragment_type = _TEXT
         self._timer: asyncio.Handle | None = None
         self._timer_at = 0.0
         self._paused = False
+        self._stalled: asyncio.TimerHandle | None = None
+        self._throttled: asyncio.TimerHandle | None = None
         self._pump_due = False
 
     # -- picows callbacks --
 
     def on_ws_connected(self, transport: WSTransport) -> None:
         self.transport = transport
+        limits = self.limits
+        transport.underlying_transport.set_write_buffer_limits(
+            high=limits.high_water, low=limits.high_water // 4
+        )
         self.hooks.opened(self)
         self.arm_timer()
 
     def on_ws_frame(self, transport: WSTransport, frame: WSFrame) -> None:
         kind = frame.msg_type
-        if self.closed or (transport.is_close_frame_sent and kind != WSMsgType.CLOSE):
+        if self.closed or (
+            (self._closing or transport.is_close_frame_sent) and kind != WSMsgType.CLOSE
+        ):
             return  # a closing connection acts on nothing more (e.g. a frame refused with 1009)
-        if kind in (_TEXT, _BINARY):
+        protocol = self.protocol
+        now = self.loop.time()
+        protocol.frame_received(now, frame.payload_size)
+        if frame.rsv1 or frame.rsv2 or frame.rsv3:
+            self._fail(WSCloseCode.PROTOCOL_ERROR, "reserved bits set, and no extension is agreed")
+            return
+        if kind is _TEXT or kind is _BINARY:
+            if self._fragments is not None:
+                self._fail(WSCloseCode.PROTOCOL_ERROR, "a new message inside a fragmented one")
+                return
             if frame.fin:
-                self._message(kind, frame.get_payload_as_bytes())
+                self._message(kind, frame.get_payload_as_bytes(), now)
             else:
                 self._fragment_type = kind
                 self._fragments = bytearray(frame.get_payload_as_memoryview())
                 self._check_fragment_size()
-        elif kind == WSMsgType.CONTINUATION:
+        elif kind is _CONTINUATION:
             if self._fragments is None:
                 self._fail(WSCloseCode.PROTOCOL_ERROR, "continuation without a message")
                 return
             self._fragments += frame.get_payload_as_memoryview()
             if self._check_fragment_size() and frame.fin:
                 data, self._fragments = bytes(self._fragments), None
-                self._message(self._fragment_type, data)
+                self._message(self._fragment_type, data, now)
         elif kind == WSMsgType.PING:
             transport.send_pong(frame.get_payload_as_bytes())
-            self.protocol.frame_received(self.loop.time())
-        elif kind == WSMsgType.PONG:
-            self.protocol.frame_received(self.loop.time())
         elif kind == WSMsgType.CLOSE:
-            # Echo the peer's close (RFC 6455 §5.5.1); the session parks on disconnect.
-            if not transport.is_close_frame_sent:
-                transport.send_close(frame.get_close_code())
-            transport.disconnect()
+            self._echo_close(transport, frame)
             return
+        self._throttle(now)
         self._pump_soon()
+
+    def _echo_close(self, transport: WSTransport, frame: WSFrame) -> None:
+        """Answer the peer's close (RFC 6455 §5.5.1) with its status code, an empty close
+        with an empty one, and a close whose code no peer may send with 1002; then end
+        the connection. The session parks when the socket is gone."""
+        if not self._closing:
+            self._closing = True
+            if frame.payload_size == 0:
+                transport.underlying_transport.write(_EMPTY_CLOSE)
+            else:
+                payload = frame.get_payload_as_bytes()
+                code = int.from_bytes(payload[:2], "big") if len(payload) >= 2 else 0
+                if _sendable_close_code(code):
+                    transport.send_close(cast(WSCloseCode, code))
+                else:
+                    transport.send_close(WSCloseCode.PROTOCOL_ERROR, b"invalid close frame")
+        transport.disconnect()
 
     def _pump_soon(self) -> None:
         """Hand what a frame did to the server: the first frame of a read at once, the
@@ -138,21 +197,51 @@ class ClientConnection(WSListener):
 
     def on_ws_disconnected(self, transport: WSTransport) -> None:
         self.closed = True
-        if self._timer is not None:
-            self._timer.cancel()
-            self._timer = None
+        for handle in (self._timer, self._stalled, self._throttled):
+            if handle is not None:
+                handle.cancel()
+        self._timer = self._stalled = self._throttled = None
         self.hooks.closed(self)
 
     def pause_writing(self) -> None:
+        """Above the high-water mark: audio is dropped, and the peer has ``write_timeout``
+        to read before the connection is aborted."""
         self._paused = True
+        if self._stalled is None:
+            self._stalled = self.loop.call_later(self.limits.write_timeout, self._not_reading)
 
     def resume_writing(self) -> None:
         self._paused = False
+        if self._stalled is not None:
+            self._stalled.cancel()
+            self._stalled = None
+
+    def _not_reading(self) -> None:
+        self._stalled = None
+        if self._paused:
+            log.info(
+                "aborted a connection that read nothing for %g s; its session can resume",
+                self.limits.write_timeout,
+            )
+            self._abort()
+
+    # -- reading: the budget --
+
+    def _throttle(self, now: float) -> None:
+        """Stop reading while the connection's read budget is spent (budget.py)."""
+        readable_at = self.protocol.readable_at()
+        if readable_at > now and self._throttled is None and self.transport is not None:
+            self.transport.underlying_transport.pause_reading()
+            self._throttled = self.loop.call_at(readable_at, self._unthrottle)
+
+    def _unthrottle(self) -> None:
+        self._throttled = None
+        if self.transport is not None and not self.closed:
+            self.transport.underlying_transport.resume_reading()
 
     # -- frames --
 
-    def _message(self, kind: WSMsgType, payload: bytes) -> None:
-        now = self.loop.time()
+    def _message(self, kind: WSMsgType, payload: bytes, now: float) -> None:
         if kind == _TEXT:
             if not payload.isascii():
                 try:
@@ -166,7 +255,7 @@ class ClientConnection(WSListener):
 
     def _check_fragment_size(self) -> bool:
         assert self._fragments is not None
-        if len(self._fragments) > self.max_message_bytes:
+        if len(self._fragments) > self.limits.max_message_bytes:
             self._fail(WSCloseCode.MESSAGE_TOO_BIG, "message too big")
             return False
         return True
@@ -174,46 +263,56 @@ class ClientConnection(WSListener):
     def _fail(self, code: WSCloseCode, reason: str) -> None:
         """A WebSocket-level failure: close at once; the session parks and stays resumable."""
         self._fragments = None
+        transport = self.transport
+        if transport is not None and not self.closed and not self._closing:
+            self._closing = True
+            transport.send_close(code, reason.encode())
+            transport.disconnect()
+
+    def _abort(self) -> None:
+        """End the connection at once, without waiting for the peer (transport abort)."""
+        self._closing = True
         if self.transport is not None and not self.closed:
-            self.transport.send_close(code, reason.encode())
-            self.transport.disconnect()
+            self.transport.disconnect(graceful=False)
 
     def write_outbox(self) -> None:
         """Write what the core has for this connection, in one write when there are
-        several frames: a burst of chunks or audio costs one system call, not one each."""
+        several frames: a burst of chunks or audio costs one system call, not one each.
+        Output is bounded before it is written (see the module's docstring)."""
         transport = self.transport
         if transport is None:
             return
         outbox = self.protocol.take_outbox()
-        if not outbox or self.closed or transport.is_close_frame_sent:
-            return
-        if len(outbox) == 1 and type(outbox[0]) is SendText:
-            transport.send(_TEXT, outbox[0].data)
+        if not outbox or self.closed or self._closing:
             return
         parts: list[bytes] = []
+        close: Close | None = None
         for item in outbox:
             if type(item) is SendText:
                 parts += (_header(_FIN_TEXT, len(item.data)), item.data)
             elif type(item) is SendBinary:
                 if not self._paused:  # realtime audio: late is worse than lost (§5.4)
                     parts += (_header(_FIN_BINARY, len(item.data)), item.data)
-            elif isinstance(item, Close):
-                if parts:
-                    transport.underlying_transport.write(b"".join(parts))
-                    parts = []
-                transport.send_close(cast(WSCloseCode, item.code), item.reason.encode())
-                self.loop.call_later(CLOSE_TIMEOUT, transport.disconnect)
-                return
+            else:
+                close = cast(Close, item)
+                break
+        writer = transport.underlying_transport
         if parts:
             # Server frames are unmasked (RFC 6455 §5.1), so they are built here exactly
             # as picows builds them, and written at once.
-            transport.underlying_transport.write(b"".join(parts))
-        if (
-            self._paused
-            and transport.underlying_transport.get_write_buffer_size() > MAX_WRITE_BUFFER
-        ):
-            log.warning("closing a connection that does not read what it is sent")
-            self._fail(WSCloseCode.POLICY_VIOLATION, "not reading")
+            data = b"".join(parts) if len(parts) > 2 else parts[0] + parts[1]
+            if writer.get_write_buffer_size() + len(data) > self.limits.max_write_buffer:
+                log.info(
+                    "aborted a connection with %d bytes it has not read; its session can resume",
+                    writer.get_write_buffer_size(),
+                )
+                self._abort()
+                return
+            writer.write(data)
+        if close is not None:
+            self._closing = True
+            transport.send_close(cast(WSCloseCode, close.code), close.reason.encode())
+            self.loop.call_later(self.limits.close_timeout, self._abort)
 
     # -- timers --
 

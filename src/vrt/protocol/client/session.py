@@ -440,6 +440,9 @@ class ClientSession(EpochGate):
         self._input(_error_input(error, self.state), error, now)
 
 
+_SESSION_ENDING: Final = frozenset({ErrorCode.AGENT_ERROR, ErrorCode.SERVER_SHUTDOWN})
+
+
 def _error_input(error: Error, state: ClientState) -> ClientInput:
     """Which row of the client table an ``error`` is."""
     if error.code == ErrorCode.RESUME_FAILED:
@@ -447,6 +450,10 @@ def _error_input(error: Error, state: ClientState) -> ClientInput:
     if error.code == ErrorCode.UNAUTHORIZED:
         return ClientInput.UNAUTHORIZED
     if not error.recoverable:
+        # §9.2: "the session or connection cannot continue". These two say it is the
+        # session; for the others (RATE_LIMITED, ...) a resume tells.
+        if error.code in _SESSION_ENDING:
+            return ClientInput.SESSION_ENDED
         return ClientInput.ERROR_NOT_RECOVERABLE
     return ClientInput.ERROR
 

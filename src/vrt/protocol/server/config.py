@@ -35,6 +35,13 @@ class ServerConfig:
     #: Invalid frames tolerated per ``invalid_window`` seconds before RATE_LIMITED.
     max_invalid: int = 100
     invalid_window: float = 10.0
+    #: What one connection may make the server read (budget.py): frames of any kind
+    #: per second and saved up, bytes per second and saved up. The bursts cover a
+    #: resume's resend of a full kept window (1,024 messages, §5.4).
+    frame_rate: float = 512.0
+    frame_burst: float = 4096.0
+    byte_rate: float = float(1 << 20)
+    byte_burst: float = float(8 << 20)
     #: Audio items remembered for playback reports.
     remembered_items: int = 64
 
@@ -44,3 +51,6 @@ class ServerConfig:
                 raise ValueError(f"{name} must be positive")
         if self.max_unacked < 1:
             raise ValueError("max_unacked must be at least 1")
+        for name in ("frame_rate", "frame_burst", "byte_rate", "byte_burst"):
+            if getattr(self, name) <= 0:
+                raise ValueError(f"{name} must be positive")

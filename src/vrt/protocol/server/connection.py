@@ -1,7 +1,10 @@
 """One WebSocket on the server, walking the rows of §5.1's server table.
 
-A driver feeds the connection the frames it receives, with the time, and writes out what
-:meth:`ServerConnection.take_outbox` returns; it authenticates ``hello`` and finds or
+A driver reports every WebSocket frame it reads with :meth:`frame_received` (which
+keeps the heartbeat and the connection's read budget), feeds the connection the
+messages and audio frames it receives, with the time, and writes out what
+:meth:`ServerConnection.take_outbox` returns; while :meth:`readable_at` is in the future
+it stops reading the connection; it authenticates ``hello`` and finds or
 creates the session when :meth:`take_events` reports a :class:`HelloReceived`, then calls
 :meth:`ServerConnection.open` or one of the ``refuse_*`` methods. Every input is looked
 up in :data:`~vrt.protocol.tables.SERVER_TABLE` and the row's action performed, so each
@@ -20,6 +23,7 @@ from ..frames import AudioFrame, parse_frame
 from ..messages import UNSET, Ack, Error, Hello, Ping, Pong, Ready
 from ..outputs import Close, CloseCode, Output, SendText
 from ..tables import SERVER_TABLE, ServerAction, ServerInput, ServerState
+from .budget import TokenBucket
 from .config import ServerConfig
 from .events import HelloReceived
 from .session import BoundConnection, ServerSession
@@ -44,6 +48,8 @@ class ServerConnection:
         self._kept: list[Decoded[Any]] = []
         self._last_frame = now
         self._hello_deadline = now + config.hello_timeout
+        self._frame_budget = TokenBucket(config.frame_rate, config.frame_burst, now)
+        self._byte_budget = TokenBucket(config.byte_rate, config.byte_burst, now)
         self._invalid: deque[float] | None = None  # made on the first invalid frame
 
     # -- the table --
@@ -104,10 +110,25 @@ class ServerConnection:
         else:
             self._input(ServerInput.INPUT_AUDIO, frame, now)
 
-    def frame_received(self, now: float) -> None:
-        """A WebSocket frame the core does not see (ping, pong, a fragment) arrived; it
-        counts for the heartbeat (§4.4: a frame of any kind)."""
+    def frame_received(self, now: float, size: int = 0) -> None:
+        """A WebSocket frame of ``size`` bytes arrived, of any kind: it counts for the
+        heartbeat (§4.4: a frame of any kind) and against the connection's read budget
+        (budget.py); a connection far beyond it is closed with RATE_LIMITED (§11)."""
         self._last_frame = now
+        frames = self._frame_budget.spend(1, now)
+        data = self._byte_budget.spend(size, now)
+        if frames < -self.config.frame_burst or data < -self.config.byte_burst:
+            self._input(
+                ServerInput.FLOOD,
+                f"more than {self.config.frame_rate:g} frames or {self.config.byte_rate:g} "
+                "bytes per second, long after reading was slowed (§11)",
+                now,
+            )
+
+    def readable_at(self) -> float:
+        """From when the driver may read this connection again: in the future while its
+        read budget is spent (the client's data waits in TCP; nothing is lost)."""
+        return max(self._frame_budget.ready_at(), self._byte_budget.ready_at())
 
     def connection_lost(self, now: float) -> None:
         """The WebSocket ended: a bound session is parked (§5.1)."""
@@ -140,6 +161,11 @@ class ServerConnection:
             self.session.on_timer(now)
 
     # -- decisions on the hello (opening) --
+
+    def shut_down(self, reason: str) -> None:
+        """The server is going away (§5.6): ``error SERVER_SHUTDOWN``, not recoverable, so
+        the client does not resume here; then close 1001."""
+        self._input(ServerInput.SHUTDOWN, reason, 0.0)
 
     def refuse_unauthorized(self, reason: str = "authentication failed") -> None:
         """§5.3: ``error UNAUTHORIZED`` with seq 0, then close 4401."""
@@ -261,17 +287,16 @@ class ServerConnection:
         while window and window[0] <= now - self.config.invalid_window:
             window.popleft()
         if len(window) > self.config.max_invalid:
-            self._input(ServerInput.FLOOD, None, now)
+            reason = (
+                f"more than {self.config.max_invalid} invalid frames in "
+                f"{self.config.invalid_window:g} s (§11)"
+            )
+            self._input(ServerInput.FLOOD, reason, now)
         else:
             self._error(invalid.code, invalid.reason, True)
 
-    def _rate_limit(self, argument: None, now: float) -> None:
-        self._refuse(
-            ErrorCode.RATE_LIMITED,
-            f"more than {self.config.max_invalid} invalid frames in "
-            f"{self.config.invalid_window:g} s",
-            CloseCode.POLICY,
-        )
+    def _rate_limit(self, reason: str, now: float) -> None:
+        self._refuse(ErrorCode.RATE_LIMITED, reason, CloseCode.POLICY)
 
     def _close_replaced(self, argument: None, now: float) -> None:
         self._close(CloseCode.REPLACED, "replaced by a newer connection")
@@ -285,6 +310,9 @@ class ServerConnection:
 
     def _close_hello_timeout(self, argument: None, now: float) -> None:
         self._close(CloseCode.POLICY, f"no hello within {self.config.hello_timeout:g} s")
+
+    def _shut_down(self, reason: str, now: float) -> None:
+        self._refuse(ErrorCode.SERVER_SHUTDOWN, reason, CloseCode.GOING_AWAY)
 
     def _park(self, argument: None, now: float) -> None:
         """The socket is gone: a session still bound parks, and its resume window starts."""
@@ -348,6 +376,7 @@ _ACTIONS: Final[Mapping[ServerAction, _Action]] = {
     ServerAction.CLOSE_SESSION: ServerConnection._close_session,
     ServerAction.CLOSE_HEARTBEAT: ServerConnection._close_heartbeat,
     ServerAction.CLOSE_HELLO_TIMEOUT: ServerConnection._close_hello_timeout,
+    ServerAction.SHUTDOWN: ServerConnection._shut_down,
     ServerAction.PARK: ServerConnection._park,
     ServerAction.CLOSED: ServerConnection._ignore,
 }

@@ -1,0 +1,151 @@
+"""The listening socket: TCP connections are accepted up to a cap, and refused cleanly
+beyond it (an HTTP 503 and a close), so that the server never runs out of file handles
+whatever clients do (docs/limits.md).
+
+The WebSocket protocol is picows's, made here rather than by ``picows.ws_create_server``
+for two reasons: to count connections from the moment they are accepted (one that never
+sends its upgrade request holds a file handle too), and to use the event loop's own
+accept path. picows otherwise accepts through ``aiofastnet``, whose accept loop calls a
+method that does not exist when ``accept()`` fails with EMFILE, and so spins and logs
+without end (docs/decisions.md).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import resource
+import ssl
+import time
+from typing import Any, Final
+
+from picows import WSAutoPingStrategy
+from picows.picows import WSProtocol  # type: ignore[attr-defined]  # not in its stubs
+
+__all__ = ["ConnectionCap", "default_max_connections", "listen"]
+
+log = logging.getLogger("vrt.server")
+
+#: File handles kept free of connections: the listening sockets, logs, the session
+#: store, the agents' connections to their models.
+HEADROOM: Final = 64
+#: How often a refusal at the cap is logged, at most.
+WARN_INTERVAL: Final = 10.0
+_REFUSAL: Final = (
+    b"HTTP/1.1 503 Service Unavailable\r\nConnection: close\r\nRetry-After: 5\r\n"
+    b"Content-Type: text/plain\r\nContent-Length: 35\r\n\r\n"
+    b"the server is at its connection cap"
+)
+
+
+def default_max_connections() -> int:
+    """What the process's file-handle limit allows, with :data:`HEADROOM` to spare
+    (at least 16)."""
+    soft, _hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if soft == resource.RLIM_INFINITY:
+        soft = 1 << 20
+    return max(16, soft - max(HEADROOM, soft // 10))
+
+
+class ConnectionCap:
+    """Counts open TCP connections, upgraded or not, against ``limit``."""
+
+    def __init__(self, limit: int) -> None:
+        if limit < 1:
+            raise ValueError("the connection cap must be at least 1")
+        self.limit = limit
+        self.open = 0
+        self.refused = 0
+        self._unreported = 0
+        self._reported_at = -WARN_INTERVAL
+
+    @property
+    def full(self) -> bool:
+        return self.open >= self.limit
+
+    def refusal(self) -> None:
+        self.refused += 1
+        self._unreported += 1
+        now = time.monotonic()
+        if now - self._reported_at >= WARN_INTERVAL:
+            log.warning(
+                "at the cap of %d connections: refused %d connection(s)",
+                self.limit,
+                self._unreported,
+            )
+            self._reported_at, self._unreported = now, 0
+
+
+class _Counted(WSProtocol):
+    """picows's server protocol, counted from accept to close."""
+
+    cap: ConnectionCap
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        self.cap.open += 1
+        super().connection_made(transport)
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self.cap.open -= 1
+        super().connection_lost(exc)
+
+
+class _Refused(asyncio.Protocol):
+    """A connection beyond the cap: 503 and close, without reading it."""
+
+    def __init__(self, cap: ConnectionCap) -> None:
+        self.cap = cap
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        self.cap.refusal()
+        if isinstance(transport, asyncio.WriteTransport):
+            transport.write(_REFUSAL)
+        transport.close()
+
+
+async def listen(
+    listener_factory: Any,
+    host: str,
+    port: int,
+    *,
+    cap: ConnectionCap,
+    ssl_context: ssl.SSLContext | None,
+    max_frame_size: int,
+    handshake_timeout: float,
+    read_buffer_size: int,
+) -> asyncio.Server:
+    """Listen on ``host``:``port``; every accepted connection speaks WebSocket through
+    picows with ``listener_factory`` choosing its listener (as ``ws_create_server``)."""
+    logger = logging.getLogger("picows.server")
+
+    def protocol() -> asyncio.BaseProtocol:
+        if cap.full:
+            return _Refused(cap)
+        made = _Counted(
+            None,  # host and port: a server's protocol has none
+            None,  # path
+            False,  # client side
+            listener_factory,
+            logger,
+            True,  # disconnect when a listener raises
+            handshake_timeout,
+            False,  # auto ping: the protocol's own heartbeat counts (§4.4)
+            20.0,
+            20.0,
+            WSAutoPingStrategy.PING_WHEN_IDLE,
+            False,  # auto pong: pings are answered by the edge, so they count
+            max_frame_size,
+            None,  # extra headers
+            read_buffer_size,
+        )
+        made.cap = cap
+        return made
+
+    loop = asyncio.get_running_loop()
+    return await loop.create_server(
+        protocol,
+        host,
+        port,
+        ssl=ssl_context,
+        ssl_handshake_timeout=handshake_timeout if ssl_context is not None else None,
+    )
