@@ -337,7 +337,7 @@ class TestFinishedAsInterrupted:
         holder.append(client)
         await client.connect()
         await client.send_text("call barge {}")
-        await recorder.next(lambda e: isinstance(e, TextReceived) and e.text == "turn")
+        await recorder.next(lambda e: isinstance(e, TextReceived) and e.text == " turn")
         await recorder.next(is_idle)
         await everything_handled(proxy, client, until)
         ((answer,),) = proxy.tool_results().values()
