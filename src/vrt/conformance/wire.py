@@ -271,55 +271,72 @@ class Connection:
             self._signal.set()
 
     def _arrived(self, data: str | bytes) -> None:
-        at = time.monotonic()
-        index = len(self.received)
-        if isinstance(data, bytes):
-            frame = parse_frame(data, "client")
-            if isinstance(frame, Invalid):
-                item = Incoming(
-                    self.label, index, at, data, True, "invalid", 0, invalid=frame.reason
-                )
-                seq: int | None = None
-            else:
-                item = Incoming(self.label, index, at, data, True, "audio", frame.seq, audio=frame)
-                seq = frame.seq
-            self.log.add(self.label, "<", seq, _shown(data, True))
-        else:
-            raw = data.encode("utf-8", "surrogatepass")
-            parsed = _parse(raw)
-            decoded = decode_server(raw)
-            if isinstance(decoded, Invalid):
-                item = Incoming(
-                    self.label,
-                    index,
-                    at,
-                    raw,
-                    False,
-                    "invalid",
-                    _seq_of(parsed) or 0,
-                    data=parsed,
-                    invalid=f"{decoded.code}: {decoded.reason}",
-                )
-                self.log.add(
-                    self.label, "<", _seq_of(parsed), f"{_shown(raw, False)}   [INVALID: {decoded}]"
-                )
-            else:
-                item = Incoming(
-                    self.label,
-                    index,
-                    at,
-                    raw,
-                    False,
-                    decoded.message.TYPE,
-                    decoded.seq,
-                    data=parsed,
-                    message=decoded.message,
-                )
-                self.log.add(self.label, "<", decoded.seq, _shown(raw, False))
+        item = self._decode(data)
+        note = f"   [INVALID: {item.invalid}]" if item.invalid and not item.binary else ""
+        self.log.add(
+            self.label,
+            "<",
+            None if item.type == "invalid" and item.binary else item.seq,
+            _shown(item.raw, item.binary) + note,
+        )
         self.received.append(item)
         for listener in self.listeners:
             listener(item)
         self._signal.set()
+
+    def _decode(self, data: str | bytes) -> Incoming:
+        """One frame as the suite judges it: decoded by the protocol core (audio by
+        :func:`parse_frame`, text by :func:`decode_server`, schemas included)."""
+        at, index = time.monotonic(), len(self.received)
+        if isinstance(data, bytes):
+            frame = parse_frame(data, "client")
+            if isinstance(frame, Invalid):
+                return Incoming(
+                    self.label,
+                    index,
+                    at,
+                    raw=data,
+                    binary=True,
+                    type="invalid",
+                    seq=0,
+                    invalid=frame.reason,
+                )
+            return Incoming(
+                self.label,
+                index,
+                at,
+                raw=data,
+                binary=True,
+                type="audio",
+                seq=frame.seq,
+                audio=frame,
+            )
+        raw = data.encode("utf-8", "surrogatepass")
+        parsed = _parse(raw)
+        decoded = decode_server(raw)
+        if isinstance(decoded, Invalid):
+            return Incoming(
+                self.label,
+                index,
+                at,
+                raw=raw,
+                binary=False,
+                type="invalid",
+                seq=_seq_of(parsed) or 0,
+                data=parsed,
+                invalid=f"{decoded.code}: {decoded.reason}",
+            )
+        return Incoming(
+            self.label,
+            index,
+            at,
+            raw=raw,
+            binary=False,
+            type=decoded.message.TYPE,
+            seq=decoded.seq,
+            data=parsed,
+            message=decoded.message,
+        )
 
     @property
     def close_code(self) -> int | None:
@@ -425,6 +442,11 @@ class Connection:
         items = await self.until(last_pong, timeout, "pong")
         return [i for i in items if i.type != "pong"]
 
+    async def settle(self, quiet: float = 0.3) -> list[Incoming]:
+        """Every frame the server sends before the pong of a ``ping`` sent now, and for
+        ``quiet`` seconds after it: what the frames sent so far made it do."""
+        return await self.barrier() + await self.quiet(quiet)
+
     async def quiet(self, seconds: float) -> list[Incoming]:
         """Every frame that arrives within ``seconds`` (stops early on a close)."""
         loop = asyncio.get_running_loop()
@@ -506,12 +528,15 @@ class Turn:
     items: list[Incoming] = field(default_factory=list)
     ended: str = ""  # "idle" or "interrupted"
 
-    def texts(self) -> list[str]:
-        return [
+    @property
+    def text(self) -> str:
+        """The turn's reply: its text chunks concatenated, as a model's streamed chunks
+        are (a check never judges where one chunk ends)."""
+        return "".join(
             str(i.get("text"))
             for i in self.items
             if i.type == "text" and i.get("turnId") == self.turn_id
-        ]
+        )
 
     def of(self, type_: str) -> list[Incoming]:
         return [i for i in self.items if i.type == type_]
@@ -750,12 +775,23 @@ class Session:
 
     async def reply(self, text: str, timeout: float = 5.0, *, expect: str | None = None) -> Turn:
         """Send user ``text`` and read the agent's turn answering it, to its end; with
-        ``expect``, the turn whose text chunks include it."""
+        ``expect``, the turn whose reply text is ``expect``."""
         after = self.last_seq
         await self.text(text)
         if expect is None:
             return await self.turn(after, timeout, ours=lambda t: t.ended == "idle")
-        return await self.turn(after, timeout, ours=lambda t: expect in t.texts())
+        return await self.turn(after, timeout, ours=lambda t: t.text == expect)
+
+    def turns(self) -> dict[str, str]:
+        """Every turn of the session so far: turnId -> its reply text."""
+        texts: dict[str, str] = {}
+        for item in self.unique:
+            if item.type == "turn.state":
+                texts.setdefault(str(item.get("turnId")), "")
+            elif item.type == "text" and item.get("turnId") is not None:
+                turn_id = str(item.get("turnId"))
+                texts[turn_id] = texts.get(turn_id, "") + str(item.get("text"))
+        return texts
 
     async def close(self) -> None:
         for conn in self.connections:
