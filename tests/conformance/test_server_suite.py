@@ -24,6 +24,7 @@ from broken_servers import VARIANTS, Variant
 from rich.console import Console
 
 from vrt.agents.scripted import SCRIPTED_FORMATS, scripted_agent
+from vrt.conformance.client_suite import SUITE as CLIENT_SUITE
 from vrt.conformance.framework import Result
 from vrt.conformance.reports import EXIT_INCOMPLETE, EXIT_PASSED
 from vrt.conformance.server_suite import (
@@ -126,7 +127,8 @@ def test_readme_maps_every_check() -> None:
     ]
     assert not missing, f"conformance/README.md does not describe {missing}"
     mentioned = set(re.findall(r"`([a-z0-9]+(?:-[a-z0-9]+)+)`", server_part))
-    known = {c.id for c in SUITE.checks} | {v.name for v in VARIANTS} | set(NEEDS)
+    clients = {c.id for c in CLIENT_SUITE.checks}  # the server map names client checks too
+    known = {c.id for c in SUITE.checks} | clients | {v.name for v in VARIANTS} | set(NEEDS)
     prefixes = {"seq", "ack", "resume", "tool", "table", "ready", "auth", "speech"}
     unknown = {m for m in mentioned if m.split("-")[0] in prefixes}
     assert unknown <= known, f"README names checks that do not exist: {unknown - known}"

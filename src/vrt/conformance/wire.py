@@ -22,7 +22,7 @@ import asyncio
 import contextlib
 import json
 import time
-from collections.abc import Callable, Collection, Mapping
+from collections.abc import AsyncIterator, Callable, Collection, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Final, Protocol
 
@@ -441,6 +441,25 @@ class Connection:
 
         items = await self.until(last_pong, timeout, "pong")
         return [i for i in items if i.type != "pong"]
+
+    @contextlib.asynccontextmanager
+    async def kept_alive(self, interval: float = 1.0) -> AsyncIterator[None]:
+        """Ping every ``interval`` seconds meanwhile, as a client does (§4.4): a long wait
+        must not end in the server's heartbeat timeout."""
+
+        async def ping() -> None:
+            with contextlib.suppress(WireError):
+                while True:
+                    await asyncio.sleep(interval)
+                    await self.send({"v": 1, "seq": 0, "type": "ping"})
+
+        task = asyncio.get_running_loop().create_task(ping())
+        try:
+            yield
+        finally:
+            task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
 
     async def settle(self, quiet: float = 0.3) -> list[Incoming]:
         """Every frame the server sends before the pong of a ``ping`` sent now, and for

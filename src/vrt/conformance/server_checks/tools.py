@@ -202,7 +202,8 @@ async def check_result_after_timeout(ctx: ServerContext) -> None:
     after = session.last_seq
     (issued,) = await call(session, "call lookup {}")
     try:
-        turn = await session.turn(after, timeout + REPLY)
+        async with session.current.kept_alive():
+            turn = await session.turn(after, timeout + REPLY)
     except NoFrame:
         ctx.fail(f"the call was not settled within --tool-timeout {timeout:g} s (+{REPLY:g} s)")
     settled = results(ctx, turn)
