@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import asyncio
 import fnmatch
+import inspect
 import re
 import time
 import traceback
@@ -34,6 +35,7 @@ __all__ = [
     "Skipped",
     "Suite",
     "matches",
+    "title_of",
 ]
 
 Level: TypeAlias = Literal["MUST", "SHOULD"]
@@ -90,6 +92,14 @@ class Result:
     detail: str = ""
     frames: list[str] = field(default_factory=list)
     seconds: float = 0.0
+
+
+def title_of(function: Callable[..., Any]) -> str:
+    """A check's title: the first paragraph of its docstring, on one line."""
+    doc = inspect.getdoc(function)
+    if not doc:
+        raise ValueError(f"{function.__name__} has no docstring to title it")
+    return " ".join(doc.split("\n\n")[0].split())
 
 
 def matches(check: Check[Any], pattern: str) -> bool:

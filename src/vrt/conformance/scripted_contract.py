@@ -15,9 +15,20 @@ from typing import Any, Final, NoReturn
 
 from .framework import CheckFailed
 from .server_context import REPLY, ServerContext
-from .wire import Incoming, Session, Turn
+from .wire import Incoming
+from .wire_session import Session, Turn
 
-__all__ = ["ResultLine", "answer", "call", "context_reply", "results", "speaking"]
+__all__ = [
+    "ResultLine",
+    "answer",
+    "answered_call",
+    "call",
+    "context_reply",
+    "interrupt",
+    "interrupted_call",
+    "results",
+    "speaking",
+]
 
 _OK: Final = "result ok "
 _ERROR: Final = "result error "
@@ -49,6 +60,30 @@ async def answer(session: Session, call: Incoming, ok: bool = True, **members: A
         **fields,
         **members,
     )
+
+
+async def answered_call(
+    session: Session, arguments: str = "{}", ok: bool = True, **result: Any
+) -> tuple[Incoming, Turn]:
+    """``call lookup ARGUMENTS``: its ``tool.call``, answered (``output`` when ok, else
+    ``code`` and ``message``), and the turn read to its end."""
+    after = session.last_seq
+    (issued,) = await call(session, f"call lookup {arguments}")
+    await answer(session, issued, ok, **result)
+    return issued, await session.turn(after, REPLY)
+
+
+async def interrupt(session: Session, epoch: Any) -> Incoming:
+    """Interrupt ``epoch`` (reason ``user``); the server's ``interrupted`` that follows."""
+    await session.send("interrupt", epoch=epoch, reason="user")
+    return await session.current.expect("interrupted", 3.0)
+
+
+async def interrupted_call(session: Session) -> tuple[Incoming, Incoming]:
+    """``call lookup {}``, its epoch interrupted while the call is pending: the
+    ``tool.call`` and the ``interrupted``."""
+    (issued,) = await call(session, "call lookup {}")
+    return issued, await interrupt(session, issued.get("epoch"))
 
 
 async def speaking(session: Session, ms: int = 1500) -> Incoming:

@@ -14,9 +14,10 @@ from typing import Any, Final, Literal, NoReturn, TypeAlias
 
 from ..audio import silence, tone
 from ..protocol.messages import Format
-from .framework import CheckFailed, Level, NotApplicable, Skipped, Suite
+from .framework import CheckFailed, Level, NotApplicable, Skipped, Suite, title_of
 from .spec_tables import Row
-from .wire import Closed, Connection, FrameLog, Incoming, NoFrame, Session, WireError, audio_frame
+from .wire import Closed, Connection, FrameLog, Incoming, NoFrame, WireError, audio_frame
+from .wire_session import Session
 
 __all__ = [
     "AGENT_SKIP",
@@ -392,11 +393,17 @@ CheckFunction = Callable[[ServerContext], Awaitable[None]]
 
 
 def check(
-    section: str, level: Level, title: str, *, id: str, needs: Iterable[str] = ()
+    section: str,
+    level: Level,
+    title: str | None = None,
+    *,
+    id: str | None = None,
+    needs: Iterable[str] = (),
 ) -> Callable[[CheckFunction], CheckFunction]:
-    """Register a server check. Before it runs, every need is met, or the check is
-    skipped or not applicable (``ServerContext.require``); what went wrong on the wire
-    fails it with the frames."""
+    """Register a server check: its id is the function's name without ``check_`` (or
+    ``id``), its title the first paragraph of its docstring (or ``title``). Before it
+    runs, every need is met, or the check is skipped or not applicable
+    (``ServerContext.require``); what went wrong on the wire fails it with the frames."""
     wanted = tuple(needs)
 
     def register(function: CheckFunction) -> CheckFunction:
@@ -408,7 +415,8 @@ def check(
             except (WireError, OSError) as exc:
                 raise CheckFailed(str(exc) or type(exc).__name__, ctx.frames()) from exc
 
-        SUITE.check(section, level, title, id=id, needs=wanted)(run)
+        run.__name__ = function.__name__
+        SUITE.check(section, level, title or title_of(function), id=id, needs=wanted)(run)
         return function
 
     return register

@@ -24,8 +24,19 @@ async def _started(h: ClientHarness, call: str) -> None:
         raise h.fail(f"the client did not start call {call}")
 
 
-@check("§6.2", "MUST", "tool.call of a closed epoch: INTERRUPTED, never run")
+async def _running_interrupted(h: ClientHarness, ms: int) -> tuple[Connection, str]:
+    """A session with a ``conformance.slow`` of ``ms`` of epoch 1 running when the
+    suite sends ``interrupted`` epoch 1; the connection and the callId."""
+    conn = await h.open()
+    call = await conn.tool_call(TOOL_SLOW, {"ms": ms}, epoch=1)
+    await _started(h, call)
+    await conn.send_seq("interrupted", epoch=1)
+    return conn, call
+
+
+@check("§6.2", "MUST")
 async def check_closed_epoch_call_interrupted(h: ClientHarness) -> None:
+    """tool.call of a closed epoch: INTERRUPTED, never run"""
     conn = await h.open()
     await conn.send_seq("turn.state", turnId="turn-1", epoch=1, state="thinking")
     await conn.send_seq("interrupted", epoch=1)
@@ -38,8 +49,9 @@ async def check_closed_epoch_call_interrupted(h: ClientHarness) -> None:
     h.require_interrupted(below, "epoch 0, below the closed one")
 
 
-@check("§6.2", "MUST", "Queued calls of an interrupted epoch: INTERRUPTED, never run")
+@check("§6.2", "MUST")
 async def check_queued_calls_interrupted(h: ClientHarness) -> None:
+    """Queued calls of an interrupted epoch: INTERRUPTED, never run"""
     conn = await h.open()
     running = await conn.tool_call(TOOL_SLOW, {"ms": 1500}, epoch=1)
     queued = [
@@ -55,12 +67,10 @@ async def check_queued_calls_interrupted(h: ClientHarness) -> None:
         h.require_interrupted(call, "queued behind a running call when its epoch closed")
 
 
-@check("§6.2, §7.2", "MUST", "A running call whose epoch closes: one result, INTERRUPTED")
+@check("§6.2, §7.2", "MUST")
 async def check_running_call_interrupted(h: ClientHarness) -> None:
-    conn = await h.open()
-    call = await conn.tool_call(TOOL_SLOW, {"ms": 1000}, epoch=1)
-    await _started(h, call)
-    await conn.send_seq("interrupted", epoch=1)
+    """A running call whose epoch closes: one result, INTERRUPTED"""
+    _, call = await _running_interrupted(h, 1000)
     await h.until(lambda: h.results(call), 3.0)
     await h.until(lambda: h.finished(call), 1.5)
     await asyncio.sleep(0.4)  # a later outcome must be discarded
@@ -72,13 +82,11 @@ async def check_running_call_interrupted(h: ClientHarness) -> None:
         )
 
 
-@check("§6.2", "MUST", "A running call whose epoch closes is signalled to cancel")
+@check("§6.2", "MUST")
 async def check_running_call_cancelled(h: ClientHarness) -> None:
-    conn = await h.open()
-    call = await conn.tool_call(TOOL_SLOW, {"ms": 5000}, epoch=1)
-    await _started(h, call)
+    """A running call whose epoch closes is signalled to cancel"""
+    _, call = await _running_interrupted(h, 5000)
     interrupted_at = h.now()
-    await conn.send_seq("interrupted", epoch=1)
     if not await h.until(lambda: h.finished(call), 2.0):
         raise h.fail(
             "conformance.slow (5000 ms, stops when cancelled) was still running "
@@ -87,12 +95,10 @@ async def check_running_call_cancelled(h: ClientHarness) -> None:
         )
 
 
-@check("§7.1", "MUST", "After an interrupted running call, the next call runs and is answered")
+@check("§7.1", "MUST")
 async def check_next_call_after_interrupt(h: ClientHarness) -> None:
-    conn = await h.open()
-    call = await conn.tool_call(TOOL_SLOW, {"ms": 600}, epoch=1)
-    await _started(h, call)
-    await conn.send_seq("interrupted", epoch=1)
+    """After an interrupted running call, the next call runs and is answered"""
+    conn, call = await _running_interrupted(h, 600)
     await h.result(call, 2.5)
     after = await conn.tool_call(TOOL_RECORD, {"probe": "next turn"}, epoch=2)
     result = await h.result(after, 3.0)
@@ -105,12 +111,9 @@ async def check_next_call_after_interrupt(h: ClientHarness) -> None:
         raise h.fail(f"call {after} was answered {describe_result(result)} without running")
 
 
-@check(
-    "§6.2, §5.4",
-    "MUST",
-    "A call of an epoch closed before a drop, resent after the resume: never run",
-)
+@check("§6.2, §5.4", "MUST")
 async def check_closed_epoch_call_after_resume(h: ClientHarness) -> None:
+    """A call of an epoch closed before a drop, resent after the resume: never run"""
     conn = await h.open()
     await conn.send_seq("turn.state", turnId="turn-1", epoch=1, state="thinking")
     closing = await conn.send_seq("interrupted", epoch=1)
@@ -165,8 +168,9 @@ async def _client_interrupt(h: ClientHarness) -> tuple[Connection, WireFrame, st
     return conn, h.from_client(conn=conn, types=("interrupt",))[0], running, queued, audio_at
 
 
-@check("§6.2", "MUST", "A client interrupt names the observed epoch, after answering queued calls")
+@check("§6.2", "MUST")
 async def check_client_interrupt_message(h: ClientHarness) -> None:
+    """A client interrupt names the observed epoch, after answering queued calls"""
     _, interrupt, _, queued, _ = await _client_interrupt(h)
     message = interrupt.message or {}
     if message.get("epoch") != 2:
@@ -197,8 +201,9 @@ async def check_client_interrupt_message(h: ClientHarness) -> None:
         )
 
 
-@check("§6.2", "MUST", "A client interrupt closes the epoch at once: its calls never start")
+@check("§6.2", "MUST")
 async def check_client_interrupt_closes_epoch(h: ClientHarness) -> None:
+    """A client interrupt closes the epoch at once: its calls never start"""
     conn, interrupt, running, _, audio_at = await _client_interrupt(h)
     if not await h.until(lambda: h.finished(running), 2.0):
         raise h.fail(
@@ -217,11 +222,8 @@ async def check_client_interrupt_closes_epoch(h: ClientHarness) -> None:
     h.require_interrupted(late, "epoch 2, which the client closed")
     if h.started(later) != 1:
         raise h.fail(f"call {later} of epoch 3 (open) did not run")
-    for report in h.playbacks("item-said"):
-        heard = (interrupt.t - audio_at) * 1000 + 300
-        played = report.get("playedMs")
-        if not isinstance(played, int) or played > heard:
-            raise h.fail(
-                f"playback reports {played!r} ms of item-said, but the client interrupted it "
-                f"{interrupt.t - audio_at:.2f} s in: playback did not stop (§6.2, §8.4)"
-            )
+    h.require_played_at_most(
+        "item-said",
+        (interrupt.t - audio_at) * 1000 + 300,
+        f"interrupted {interrupt.t - audio_at:.2f} s in: playback did not stop (§6.2, §8.4)",
+    )

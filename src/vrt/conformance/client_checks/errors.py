@@ -15,8 +15,9 @@ from ..client_harness import (
 )
 
 
-@check("§9.1", "MUST", "Malformed frames do not crash or stall the client")
+@check("§9.1", "MUST")
 async def check_malformed_frames_survive(h: ClientHarness) -> None:
+    """Malformed frames do not crash or stall the client"""
     conn = await h.open()
     garbage: list[str | bytes] = [
         "this is not JSON",
@@ -41,8 +42,9 @@ async def check_malformed_frames_survive(h: ClientHarness) -> None:
         raise h.fail("the client process exited after malformed frames")
 
 
-@check("§9.1", "MUST", "An invalid tool.call is not acted on")
+@check("§9.1", "MUST")
 async def check_invalid_message_not_acted(h: ClientHarness) -> None:
+    """An invalid tool.call is not acted on"""
     conn = await h.open()
     session = conn.session
     assert session is not None
@@ -58,8 +60,9 @@ async def check_invalid_message_not_acted(h: ClientHarness) -> None:
         raise h.fail(f"the client answered the invalid call {bad}: it acted on an invalid message")
 
 
-@check("§2.2", "MUST", "Unknown members are ignored, at any depth")
+@check("§2.2", "MUST")
 async def check_unknown_members_ignored(h: ClientHarness) -> None:
+    """Unknown members are ignored, at any depth"""
     await h.start()
     conn = await h.accept()
     await h.handshake(
@@ -79,8 +82,9 @@ async def check_unknown_members_ignored(h: ClientHarness) -> None:
         raise h.fail(f"a tool.call with an unknown member was answered {describe_result(result)}")
 
 
-@check("§9.2", "MUST", "An error with an unknown code is handled by its recoverable flag")
+@check("§9.2", "MUST")
 async def check_unknown_error_code(h: ClientHarness) -> None:
+    """An error with an unknown code is handled by its recoverable flag"""
     conn = await h.open()
     await conn.send_seq(
         "error",

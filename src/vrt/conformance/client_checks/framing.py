@@ -34,8 +34,9 @@ def _integer_problems(frame: WireFrame) -> list[str]:
     ]
 
 
-@check("§2.2", "MUST", "Every control message the client sends is valid")
+@check("§2.2", "MUST")
 async def check_client_frames_valid(h: ClientHarness) -> None:
+    """Every control message the client sends is valid"""
     conn = await h.open(say=h.say_lines(h.new_id("valid"), 2))
     calls = [
         await conn.tool_call(TOOL_RECORD, {"a": [1, 2.5, None]}),
@@ -64,8 +65,9 @@ async def check_client_frames_valid(h: ClientHarness) -> None:
         raise h.fail(f"{len(problems)} invalid frame(s); first: {problems[0]}")
 
 
-@check("§3.1, §9.1", "MUST", "A message whose v is not 1 is not acted on")
+@check("§3.1, §9.1", "MUST")
 async def check_version_2_not_acted(h: ClientHarness) -> None:
+    """A message whose v is not 1 is not acted on"""
     conn = await h.open()
     session = conn.session
     assert session is not None
@@ -87,8 +89,9 @@ async def check_version_2_not_acted(h: ClientHarness) -> None:
             raise h.fail(f"the client answered the tool.call with {label}: it acted on it (§3.1)")
 
 
-@check("§3.4", "MUST", "Only registered or x- capability tokens are offered")
+@check("§3.4", "MUST")
 async def check_hello_capabilities_registered(h: ClientHarness) -> None:
+    """Only registered or x- capability tokens are offered"""
     await h.start(capabilities=["tool-stream-v1"])
     conn = await h.accept()
     await h.handshake(conn)
@@ -108,8 +111,9 @@ async def check_hello_capabilities_registered(h: ClientHarness) -> None:
             )
 
 
-@check("§4.1", "MUST", "Transient messages have seq 0; sequenced ones count 1, 2, 3, ...")
+@check("§4.1", "MUST")
 async def check_seq_numbering(h: ClientHarness) -> None:
+    """Transient messages have seq 0; sequenced ones count 1, 2, 3, ..."""
     say = h.say_lines(h.new_id("seq"), 3)
     conn = await h.open(say=say)
     calls = [await conn.tool_call(TOOL_RECORD, {"n": n}) for n in range(3)]
@@ -138,8 +142,9 @@ async def check_seq_numbering(h: ClientHarness) -> None:
         )
 
 
-@check("§4.2", "SHOULD", "ack of everything handled within a bounded delay (1 s)")
+@check("§4.2", "SHOULD")
 async def check_ack_bounded_delay(h: ClientHarness) -> None:
+    """ack of everything handled within a bounded delay (1 s)"""
     conn = await h.open()
     sent_at = h.now()
     await conn.send_seq("turn.state", turnId="turn-1", epoch=1, state="thinking")
@@ -165,8 +170,9 @@ async def check_ack_bounded_delay(h: ClientHarness) -> None:
         )
 
 
-@check("§4.2", "MUST", "ack.upTo never exceeds the highest seq received")
+@check("§4.2", "MUST")
 async def check_ack_not_beyond_received(h: ClientHarness) -> None:
+    """ack.upTo never exceeds the highest seq received"""
     conn = await h.open()
     await conn.send_seq("turn.state", turnId="turn-1", epoch=1, state="thinking")
     await conn.send_seq("text", text="one", turnId="turn-1")
@@ -187,8 +193,9 @@ async def check_ack_not_beyond_received(h: ClientHarness) -> None:
             )
 
 
-@check("§4.3", "SHOULD", "A duplicate is acknowledged again")
+@check("§4.3", "SHOULD")
 async def check_duplicate_acked_again(h: ClientHarness) -> None:
+    """A duplicate is acknowledged again"""
     conn = await h.open()
     await h.require_result(await conn.tool_call(TOOL_RECORD, {"dup": "ack"}))
     if not await h.until(lambda: h.from_client(conn=conn, types=("ack",)), 2.0):
@@ -204,8 +211,9 @@ async def check_duplicate_acked_again(h: ClientHarness) -> None:
         )
 
 
-@check("§4.3", "MUST", "A resent tool.call (same seq) is handled once")
+@check("§4.3", "MUST")
 async def check_dedupe_resent(h: ClientHarness) -> None:
+    """A resent tool.call (same seq) is handled once"""
     conn = await h.open()
     call = await conn.tool_call(TOOL_RECORD, {"probe": "duplicate"})
     session = conn.session
@@ -224,8 +232,9 @@ async def check_dedupe_resent(h: ClientHarness) -> None:
     h.require_one_result(call)
 
 
-@check("§4.3", "MUST", "A message resent after a resume (seq <= resumeFrom): not handled")
+@check("§4.3", "MUST")
 async def check_dedupe_after_resume(h: ClientHarness) -> None:
+    """A message resent after a resume (seq <= resumeFrom): not handled"""
     conn = await h.open()
     call = await conn.tool_call(TOOL_RECORD, {"probe": "before drop"})
     await h.require_result(call)
@@ -266,22 +275,17 @@ async def _pings_after_ready(h: ClientHarness, count: int) -> tuple[list[WireFra
     return pings(), ready_at
 
 
-@check(
-    "§4.4",
-    "SHOULD",
-    "ping after a silence (within --ping-wait; VRT_PING_INTERVAL=1)",
-    needs=("pings",),
-)
+@check("§4.4", "SHOULD", needs=("pings",))
 async def check_ping_when_silent(h: ClientHarness) -> None:
+    """ping after a silence (within --ping-wait; VRT_PING_INTERVAL=1)"""
     pings, _ = await _pings_after_ready(h, 1)
     if pings[0].seq != 0:
         raise h.fail(f"ping has seq {pings[0].seq}, not 0 (ping is transient, §4.1)")
 
 
-@check(
-    "§4.4", "SHOULD", "A silent connection is treated as dead, closed and resumed", needs=("pings",)
-)
+@check("§4.4", "SHOULD", needs=("pings",))
 async def check_dead_connection_resumed(h: ClientHarness) -> None:
+    """A silent connection is treated as dead, closed and resumed"""
     h.auto_pong = False
     pings, ready_at = await _pings_after_ready(h, 2)
     conn = h.connections[0]

@@ -21,8 +21,9 @@ from ..client_harness import (
 from ..framework import Skipped
 
 
-@check("§5.2", "MUST", "Every connection begins with hello (v 1, seq 0)")
+@check("§5.2", "MUST")
 async def check_hello_first(h: ClientHarness) -> None:
+    """Every connection begins with hello (v 1, seq 0)"""
     await h.start()
     for attempt in (1, 2):
         conn = await h.accept()
@@ -42,8 +43,9 @@ async def check_hello_first(h: ClientHarness) -> None:
             await conn.drop()  # the resuming connection must begin with hello too
 
 
-@check("§5.2", "MUST", "hello is valid and declares unique tools (and the contract's tools)")
+@check("§5.2", "MUST")
 async def check_hello_tools(h: ClientHarness) -> None:
+    """hello is valid and declares unique tools (and the contract's tools)"""
     await h.start()
     conn = await h.accept()
     frame = await h.first_frame(conn)
@@ -64,8 +66,9 @@ async def check_hello_tools(h: ClientHarness) -> None:
     await h.handshake(conn, first=frame)
 
 
-@check("§5.1", "MUST", "Nothing sequenced and no audio before ready")
+@check("§5.1", "MUST")
 async def check_nothing_before_ready(h: ClientHarness) -> None:
+    """Nothing sequenced and no audio before ready"""
     say = [*h.say_lines(h.new_id("early"), 2), "/audio 100"]
     await h.start(say=say)
     conn = await h.accept()
@@ -86,8 +89,9 @@ async def check_nothing_before_ready(h: ClientHarness) -> None:
     await h.until(lambda: len(h.from_client(conn=conn, types=("text",))) >= 2, PROMPT)
 
 
-@check("§2.1, §5.3", "MUST", "The credential goes in hello.auth, never in the URL")
+@check("§2.1, §5.3", "MUST")
 async def check_auth_not_in_url(h: ClientHarness) -> None:
+    """The credential goes in hello.auth, never in the URL"""
     credential = f"conformance-credential-{uuid.uuid4().hex}"
     await h.start(auth=credential)
     conn = await h.accept()
@@ -106,8 +110,9 @@ async def check_auth_not_in_url(h: ClientHarness) -> None:
         raise h.fail(f"hello.auth is {hello.get('auth')!r}, not VRT_AUTH (the suite's contract)")
 
 
-@check("§5.4", "MUST", "Resume: hello with sessionId and resumeFrom = its lastSeq")
+@check("§5.4", "MUST")
 async def check_resume_hello(h: ClientHarness) -> None:
+    """Resume: hello with sessionId and resumeFrom = its lastSeq"""
     conn = await h.open()
     await conn.send_seq("turn.state", turnId="turn-1", epoch=1, state="thinking")
     await conn.send_seq("text", text="before the drop", turnId="turn-1")
@@ -145,8 +150,9 @@ async def _say_unacknowledged(
     return conn, say
 
 
-@check("§5.4", "MUST", "Resume: unacknowledged messages resent in order, before new ones")
+@check("§5.4", "MUST")
 async def check_resume_resend(h: ClientHarness) -> None:
+    """Resume: unacknowledged messages resent in order, before new ones"""
     conn, _ = await _say_unacknowledged(h, "resend", 3)
     originals = {f.seq: f.message for f in h.from_client(conn=conn) if f.sequenced}
     await conn.send({"v": 1, "seq": 0, "type": "ack", "upTo": 1})
@@ -184,8 +190,9 @@ async def check_resume_resend(h: ClientHarness) -> None:
         )
 
 
-@check("§5.4", "MUST", "resumedFrom beyond the last seq sent: resume fails, no replay")
+@check("§5.4", "MUST")
 async def check_resumed_from_beyond_sent(h: ClientHarness) -> None:
+    """resumedFrom beyond the last seq sent: resume fails, no replay"""
     conn, say = await _say_unacknowledged(h, "beyond", 2)
     await conn.drop()
     conn2, _ = await h.reconnect(resumed_from=9)
@@ -200,8 +207,9 @@ async def check_resumed_from_beyond_sent(h: ClientHarness) -> None:
     await _judge_after_resume_failed(h, conn, say)
 
 
-@check("§5.4", "MUST", "RESUME_FAILED: no replay of old messages into a new session")
+@check("§5.4", "MUST")
 async def check_resume_failed_no_replay(h: ClientHarness) -> None:
+    """RESUME_FAILED: no replay of old messages into a new session"""
     conn, say = await _say_unacknowledged(h, "replay", 2)
     await conn.drop()
     conn2 = await h.accept()
@@ -267,8 +275,9 @@ async def _judge_after_resume_failed(h: ClientHarness, old: Connection, say: lis
         )
 
 
-@check("§5.3", "SHOULD", "UNAUTHORIZED: the same credential is not tried again")
+@check("§5.3", "SHOULD")
 async def check_unauthorized_not_retried(h: ClientHarness) -> None:
+    """UNAUTHORIZED: the same credential is not tried again"""
     await h.start(auth=f"conformance-credential-{uuid.uuid4().hex[:8]}")
     conn = await h.accept()
     hello = h.hello_of(conn, await h.first_frame(conn))

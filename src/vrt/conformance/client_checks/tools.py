@@ -27,8 +27,9 @@ async def _answered(h: ClientHarness, call: str, code: str, what: str) -> None:
         raise h.fail(f"{what} was answered {describe_result(result)}, not {code}")
 
 
-@check("§7.1", "MUST", "Calls run one at a time, in the order received")
+@check("§7.1", "MUST")
 async def check_calls_one_at_a_time(h: ClientHarness) -> None:
+    """Calls run one at a time, in the order received"""
     conn = await h.open()
     calls = [
         await conn.tool_call(TOOL_SLOW, {"ms": 300}),
@@ -55,8 +56,9 @@ async def check_calls_one_at_a_time(h: ClientHarness) -> None:
         )
 
 
-@check("§7.2", "MUST", "Exactly one tool.result per call, with its callId and epoch")
+@check("§7.2", "MUST")
 async def check_exactly_one_result(h: ClientHarness) -> None:
+    """Exactly one tool.result per call, with its callId and epoch"""
     conn = await h.open()
     epochs = {
         await conn.tool_call(TOOL_RECORD, {"probe": 1}, epoch=3): 3,
@@ -84,8 +86,9 @@ async def check_exactly_one_result(h: ClientHarness) -> None:
         raise h.fail(f"a tool.result for a call never made: {json.dumps(strangers[0])}")
 
 
-@check("§7.2", "MUST", "conformance.record: ok with its arguments as output")
+@check("§7.2", "MUST")
 async def check_tool_output(h: ClientHarness) -> None:
+    """conformance.record: ok with its arguments as output"""
     conn = await h.open()
     arguments = {"text": "héllo ✓", "n": 3, "nested": {"x-future": [1, {"deep": None}]}}
     call = await conn.tool_call(TOOL_RECORD, arguments, epoch=2)
@@ -105,15 +108,17 @@ async def check_tool_output(h: ClientHarness) -> None:
         )
 
 
-@check("§7.3", "MUST", "A call of a tool the client does not host: FAILED")
+@check("§7.3", "MUST")
 async def check_unknown_tool_failed(h: ClientHarness) -> None:
+    """A call of a tool the client does not host: FAILED"""
     conn = await h.open()
     call = await conn.tool_call("conformance.absent", {"probe": 1})
     await _answered(h, call, "FAILED", "a call of an undeclared tool")
 
 
-@check("§7.2", "MUST", "A tool that fails: ok false with code FAILED and a message")
+@check("§7.2", "MUST")
 async def check_tool_failure_result(h: ClientHarness) -> None:
+    """A tool that fails: ok false with code FAILED and a message"""
     conn = await h.open()
     call = await conn.tool_call(TOOL_FAIL, {"probe": 1})
     await _answered(h, call, "FAILED", "conformance.fail")
@@ -122,8 +127,9 @@ async def check_tool_failure_result(h: ClientHarness) -> None:
         raise h.fail("the failed result has no message member (a string or null)")
 
 
-@check("§7.1", "SHOULD", "Arguments that do not match the declared parameters: INVALID")
+@check("§7.1", "SHOULD")
 async def check_invalid_arguments(h: ClientHarness) -> None:
+    """Arguments that do not match the declared parameters: INVALID"""
     conn = await h.open()
     call = await conn.tool_call(TOOL_SLOW, {"ms": "soon"})
     await _answered(
@@ -131,8 +137,9 @@ async def check_invalid_arguments(h: ClientHarness) -> None:
     )
 
 
-@check("§7.2", "MUST", "Calls across dropped connections: each run once, one result each")
+@check("§7.2", "MUST")
 async def check_calls_survive_drops(h: ClientHarness) -> None:
+    """Calls across dropped connections: each run once, one result each"""
     conn = await h.open()
     slow = await conn.tool_call(TOOL_SLOW, {"ms": 400})
     if not await h.until(lambda: h.started(slow), PROMPT):
@@ -155,8 +162,9 @@ async def check_calls_survive_drops(h: ClientHarness) -> None:
         h.require_one_result(call)
 
 
-@check("§7.4", "MUST", "tool.call.delta previews never run anything")
+@check("§7.4", "MUST")
 async def check_preview_not_run(h: ClientHarness) -> None:
+    """tool.call.delta previews never run anything"""
     conn = await h.open()
     preview = h.new_id("preview")
     for fragment in ('{"probe":', '"preview"}'):
@@ -174,10 +182,9 @@ async def check_preview_not_run(h: ClientHarness) -> None:
         raise h.fail(f"the client answered the preview {preview} with a tool.result")
 
 
-@check(
-    "§7.5", "MUST", "tool.stream (tool-stream-v1) never runs anything", needs=("tool-stream-v1",)
-)
+@check("§7.5", "MUST", needs=("tool-stream-v1",))
 async def check_tool_stream_not_run(h: ClientHarness) -> None:
+    """tool.stream (tool-stream-v1) never runs anything"""
     await h.start(capabilities=["tool-stream-v1"])
     conn = await h.accept()
     frame = await h.first_frame(conn)

@@ -6,7 +6,8 @@ from ..framework import Skipped
 from ..scripted_contract import speaking
 from ..server_context import REPLY, ServerContext, check
 from ..spec_tables import DEFAULT_RATES, same_format
-from ..wire import Incoming, NoFrame, Session, audio_frame
+from ..wire import Incoming, NoFrame, audio_frame
+from ..wire_session import Session
 
 
 async def _echo_audio(session: Session, turns: int = 1) -> list[Incoming]:
@@ -20,14 +21,9 @@ async def _echo_audio(session: Session, turns: int = 1) -> list[Incoming]:
     return frames
 
 
-@check(
-    "§8.3",
-    "MUST",
-    "audio.start comes before the first output frame",
-    id="audio-start-before-frames",
-    needs=("scripted",),
-)
-async def check_audio_start(ctx: ServerContext) -> None:
+@check("§8.3", "MUST", needs=("scripted",))
+async def check_audio_start_before_frames(ctx: ServerContext) -> None:
+    """audio.start comes before the first output frame"""
     session = await ctx.session()
     await _echo_audio(session, 2)
     announced = False
@@ -38,14 +34,9 @@ async def check_audio_start(ctx: ServerContext) -> None:
             ctx.fail(f"an output frame before any audio.start: {item}")
 
 
-@check(
-    "§8.1",
-    "MUST",
-    "output frames are kind 2, at least 5 bytes",
-    id="audio-output-kind-2",
-    needs=("scripted",),
-)
-async def check_audio_kind(ctx: ServerContext) -> None:
+@check("§8.1", "MUST", needs=("scripted",))
+async def check_audio_output_kind_2(ctx: ServerContext) -> None:
+    """output frames are kind 2, at least 5 bytes"""
     session = await ctx.session()
     frames = await _echo_audio(session)
     ctx.expect_none(
@@ -54,28 +45,18 @@ async def check_audio_kind(ctx: ServerContext) -> None:
     )
 
 
-@check(
-    "§8.1",
-    "MUST",
-    "output audio seq starts at 0 and increases by one per frame",
-    id="audio-seq-increments",
-    needs=("scripted",),
-)
-async def check_audio_seq(ctx: ServerContext) -> None:
+@check("§8.1", "MUST", needs=("scripted",))
+async def check_audio_seq_increments(ctx: ServerContext) -> None:
+    """output audio seq starts at 0 and increases by one per frame"""
     session = await ctx.session()
     seqs = [f.seq for f in await _echo_audio(session, 2) if f.type == "audio"]
     expected = [k % (1 << 32) for k in range(len(seqs))]
     ctx.expect(seqs == expected, f"output audio seqs {seqs}, expected {expected}")
 
 
-@check(
-    "§8.2",
-    "SHOULD",
-    "a preference the agent takes unchanged is accepted",
-    id="audio-format-passthrough",
-    needs=("scripted",),
-)
-async def check_format_passthrough(ctx: ServerContext) -> None:
+@check("§8.2", "SHOULD", needs=("scripted",))
+async def check_audio_format_passthrough(ctx: ServerContext) -> None:
+    """a preference the agent takes unchanged is accepted"""
     pcmu = {"encoding": "pcmu", "sampleRate": 8000}
     pcm16k = {"encoding": "pcm16", "sampleRate": 16000}
     session = await ctx.session(input=pcm16k, output=pcmu)
@@ -88,13 +69,9 @@ async def check_format_passthrough(ctx: ServerContext) -> None:
     )
 
 
-@check(
-    "§8.2",
-    "SHOULD",
-    "a preference not taken gets pcm16 at 24000 Hz",
-    id="audio-format-default",
-)
-async def check_format_default(ctx: ServerContext) -> None:
+@check("§8.2", "SHOULD")
+async def check_audio_format_default(ctx: ServerContext) -> None:
+    """a preference not taken gets pcm16 at 24000 Hz"""
     odd = {"encoding": "pcm16", "sampleRate": 11025}
     session = await ctx.session(input=odd, output=odd)
     assert session.ready is not None
@@ -108,14 +85,9 @@ async def check_format_default(ctx: ServerContext) -> None:
         )
 
 
-@check(
-    "§8.2",
-    "SHOULD",
-    "pcm16 payloads hold whole samples",
-    id="audio-pcm16-whole-samples",
-    needs=("scripted",),
-)
-async def check_whole_samples(ctx: ServerContext) -> None:
+@check("§8.2", "SHOULD", needs=("scripted",))
+async def check_audio_pcm16_whole_samples(ctx: ServerContext) -> None:
+    """pcm16 payloads hold whole samples"""
     session = await ctx.session(output={"encoding": "pcm16", "sampleRate": 24000})
     assert session.ready is not None
     if (session.ready.get("output") or {}).get("encoding") != "pcm16":
@@ -124,13 +96,9 @@ async def check_whole_samples(ctx: ServerContext) -> None:
     ctx.expect_none([f for f in frames if (len(f.raw) - 5) % 2], "pcm16 frames with an odd payload")
 
 
-@check(
-    "§8.1",
-    "MUST",
-    "a malformed binary frame gets MALFORMED, recoverable",
-    id="audio-malformed-recoverable",
-)
-async def check_audio_malformed(ctx: ServerContext) -> None:
+@check("§8.1", "MUST")
+async def check_audio_malformed_recoverable(ctx: ServerContext) -> None:
+    """a malformed binary frame gets MALFORMED, recoverable"""
     session = await ctx.session()
     conn = session.current
     bad = [b"", b"\x01\x00\x00", audio_frame(0, bytes(8), kind=2), audio_frame(0, b"\x00", kind=9)]
@@ -142,14 +110,9 @@ async def check_audio_malformed(ctx: ServerContext) -> None:
     await ctx.alive(session, "after malformed binary frames")
 
 
-@check(
-    "§8.3",
-    "MUST",
-    "after a resume, output audio follows a new audio.start",
-    id="audio-new-start-after-resume",
-    needs=("scripted",),
-)
-async def check_audio_after_resume(ctx: ServerContext) -> None:
+@check("§8.3", "MUST", needs=("scripted",))
+async def check_audio_new_start_after_resume(ctx: ServerContext) -> None:
+    """after a resume, output audio follows a new audio.start"""
     session = await ctx.session()
     await speaking(session, 1500)
     await session.current.expect("audio", REPLY)

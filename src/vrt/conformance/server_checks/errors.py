@@ -11,7 +11,8 @@ from ...protocol.artifacts import artifact_root
 from ..framework import CheckFailed
 from ..server_context import REPLY, ServerContext, check
 from ..spec_tables import CLIENT_SEQUENCED
-from ..wire import Closed, Incoming, NoFrame, Session, WireError, compact
+from ..wire import Closed, Incoming, NoFrame, WireError, compact
+from ..wire_session import Session
 
 # §9.1 The vectors of examples/: every case, in an open session
 
@@ -145,14 +146,9 @@ def _register_vectors() -> None:
 _register_vectors()
 
 
-@check(
-    "§9.1",
-    "MUST",
-    "an invalid message is not acted on (not even its seq)",
-    id="invalid-not-acted-on",
-    needs=("scripted",),
-)
-async def check_invalid_not_acted(ctx: ServerContext) -> None:
+@check("§9.1", "MUST", needs=("scripted",))
+async def check_invalid_not_acted_on(ctx: ServerContext) -> None:
+    """an invalid message is not acted on (not even its seq)"""
     session = await ctx.session()
     seq = session.next_seq
     await session.current.send(
@@ -165,14 +161,9 @@ async def check_invalid_not_acted(ctx: ServerContext) -> None:
     )
 
 
-@check(
-    "§9.2",
-    "MUST",
-    "AGENT_ERROR is sequenced, flagged, and the session goes on",
-    id="agent-error-recoverable",
-    needs=("scripted",),
-)
-async def check_agent_error(ctx: ServerContext) -> None:
+@check("§9.2", "MUST", needs=("scripted",))
+async def check_agent_error_recoverable(ctx: ServerContext) -> None:
+    """AGENT_ERROR is sequenced, flagged, and the session goes on"""
     session = await ctx.session()
     await session.text("error")
     error = await session.current.expect("error", REPLY)
@@ -230,13 +221,9 @@ def _huge_context(seq: int, size: int) -> str:
     return compact({"v": 1, "seq": seq, "type": "context", "context": "x" * size})
 
 
-@check(
-    "§11",
-    "SHOULD",
-    "a 2 MiB control message is answered (error or close), not ignored",
-    id="limits-large-frame-answered",
-)
-async def check_large_answered(ctx: ServerContext) -> None:
+@check("§11", "SHOULD")
+async def check_limits_large_frame_answered(ctx: ServerContext) -> None:
+    """a 2 MiB control message is answered (error or close), not ignored"""
     session = await ctx.session()
     outcome, error = await _oversized(session, _huge_context(session.next_seq, 2 << 20))
     ctx.expect(outcome not in ("silent", "dropped"), f"a 2 MiB message: {outcome}")
@@ -247,8 +234,9 @@ async def check_large_answered(ctx: ServerContext) -> None:
         )
 
 
-@check("§9.1, §11", "MUST", "huge frames never crash the server", id="limits-huge-frames-survived")
-async def check_huge_survived(ctx: ServerContext) -> None:
+@check("§9.1, §11", "MUST")
+async def check_limits_huge_frames_survived(ctx: ServerContext) -> None:
+    """huge frames never crash the server"""
     session = await ctx.session()
     for size in (2 << 20, 6 << 20):
         outcome, error = await _oversized(session, _huge_context(session.next_seq, size))
@@ -256,10 +244,9 @@ async def check_huge_survived(ctx: ServerContext) -> None:
         await _survives(ctx, session, outcome, error)
 
 
-@check(
-    "§9.1, §11", "MUST", "deep nesting never crashes the server", id="limits-deep-nesting-survived"
-)
-async def check_deep_nesting(ctx: ServerContext) -> None:
+@check("§9.1, §11", "MUST")
+async def check_limits_deep_nesting_survived(ctx: ServerContext) -> None:
+    """deep nesting never crashes the server"""
     session = await ctx.session()
     depth = 100_000
     text = (

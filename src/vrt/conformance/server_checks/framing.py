@@ -9,7 +9,7 @@ from urllib.parse import urlsplit
 
 from ...protocol.capabilities import registry
 from ..framework import NotApplicable
-from ..scripted_contract import answer, call
+from ..scripted_contract import answered_call
 from ..server_context import (
     GLOBAL_IDS,
     INVALID_MESSAGE,
@@ -21,7 +21,8 @@ from ..server_context import (
     check,
 )
 from ..spec_tables import SERVER_INTEGER_MEMBERS
-from ..wire import Refused, Session
+from ..wire import Refused
+from ..wire_session import Session
 
 
 async def _exercise(ctx: ServerContext) -> Session:
@@ -34,41 +35,31 @@ async def _exercise(ctx: ServerContext) -> Session:
     await conn.barrier()
     if await ctx.has_agent():
         await session.reply("echo framing check", REPLY)
-        after = session.last_seq
-        calls = await call(session, 'call lookup {"n":1,"f":0.5}')
-        await answer(session, calls[0], output={"x": 1})
-        await session.turn(after, REPLY)
+        await answered_call(session, '{"n":1,"f":0.5}', output={"x": 1})
         await session.reply("server-tool 150", REPLY)
     await conn.quiet(QUIET)
     return session
 
 
-@check(
-    "§2.1",
-    "MUST",
-    "every text frame the server sends is one JSON object",
-    id="framing-text-json-object",
-)
+@check("§2.1", "MUST")
 async def check_framing_text_json_object(ctx: ServerContext) -> None:
+    """every text frame the server sends is one JSON object"""
     session = await _exercise(ctx)
     bad = [i for i in session.received if not i.binary and i.data is None]
     ctx.expect_none(bad, "text frames that are not one JSON object")
 
 
-@check(
-    "§2.2, App. A",
-    "MUST",
-    "every server message matches its schema (Appendix A)",
-    id="framing-messages-valid",
-)
+@check("§2.2, App. A", "MUST")
 async def check_framing_messages_valid(ctx: ServerContext) -> None:
+    """every server message matches its schema (Appendix A)"""
     session = await _exercise(ctx)
     bad = [i for i in session.received if not i.binary and i.type == "invalid"]
     ctx.expect(not bad, "invalid server messages:\n" + "\n".join(f"{i.invalid}: {i}" for i in bad))
 
 
-@check("§2.2", "MUST", "no member name twice in one object", id="framing-no-duplicate-members")
+@check("§2.2", "MUST")
 async def check_framing_no_duplicate_members(ctx: ServerContext) -> None:
+    """no member name twice in one object"""
     session = await _exercise(ctx)
     found: list[str] = []
 
@@ -95,8 +86,9 @@ class _FloatText(str):
     """A JSON number written with a fraction or exponent."""
 
 
-@check("§2.2", "MUST", "integers written without fraction or exponent", id="framing-integers-plain")
+@check("§2.2", "MUST")
 async def check_framing_integers_plain(ctx: ServerContext) -> None:
+    """integers written without fraction or exponent"""
     session = await _exercise(ctx)
     bad: list[str] = []
     for item in session.received:
@@ -116,10 +108,9 @@ async def check_framing_integers_plain(ctx: ServerContext) -> None:
     ctx.expect(not bad, "\n".join(bad))
 
 
-@check(
-    "§2.2", "MUST", "unknown members are ignored at any depth", id="framing-unknown-members-ignored"
-)
+@check("§2.2", "MUST")
 async def check_framing_unknown_members_ignored(ctx: ServerContext) -> None:
+    """unknown members are ignored at any depth"""
     conn = await ctx.connect()
     await conn.send(
         ctx.hello(
@@ -147,13 +138,9 @@ async def check_framing_unknown_members_ignored(ctx: ServerContext) -> None:
         )
 
 
-@check(
-    "§2.1",
-    "MUST",
-    "a text frame that is not UTF-8 fails the connection (1007); the session stays resumable",
-    id="framing-invalid-utf8-closes-1007",
-)
-async def check_invalid_utf8(ctx: ServerContext) -> None:
+@check("§2.1", "MUST")
+async def check_framing_invalid_utf8_closes_1007(ctx: ServerContext) -> None:
+    """a text frame that is not UTF-8 fails the connection (1007); the session stays resumable"""
     session = await ctx.session()
     await session.send("context", context={"before": "bad utf-8"})
     await session.current.barrier()
@@ -171,10 +158,9 @@ async def check_invalid_utf8(ctx: ServerContext) -> None:
     await ctx.alive(session, "after the resume")
 
 
-@check(
-    "§2.1", "MUST", "deployments other than local development use TLS (wss:)", id="transport-tls"
-)
-async def check_tls(ctx: ServerContext) -> None:
+@check("§2.1", "MUST")
+async def check_transport_tls(ctx: ServerContext) -> None:
+    """deployments other than local development use TLS (wss:)"""
     parts = urlsplit(ctx.options.url)
     if parts.scheme.lower() == "wss":
         return
@@ -191,13 +177,9 @@ async def check_tls(ctx: ServerContext) -> None:
 # §3 Versioning and capabilities
 
 
-@check(
-    "§3.1",
-    "MUST",
-    "a hello whose v is not 1 gets UNSUPPORTED_VERSION",
-    id="version-hello-unsupported",
-)
+@check("§3.1", "MUST")
 async def check_version_hello_unsupported(ctx: ServerContext) -> None:
+    """a hello whose v is not 1 gets UNSUPPORTED_VERSION"""
     conn = await ctx.connect()
     for v in (2, "1", None):
         hello = ctx.hello()
@@ -216,13 +198,9 @@ async def check_version_hello_unsupported(ctx: ServerContext) -> None:
     await conn.expect_ready()
 
 
-@check(
-    "§3.1",
-    "MUST",
-    "no session is opened for a hello with a bad v",
-    id="version-no-session-for-bad-hello",
-)
-async def check_version_no_session(ctx: ServerContext) -> None:
+@check("§3.1", "MUST")
+async def check_version_no_session_for_bad_hello(ctx: ServerContext) -> None:
+    """no session is opened for a hello with a bad v"""
     conn = await ctx.connect()
     await conn.send({**ctx.hello(), "v": 2})
     await ctx.expect_error(conn, "UNSUPPORTED_VERSION")
@@ -237,8 +215,9 @@ async def check_version_no_session(ctx: ServerContext) -> None:
     )
 
 
-@check("§3.1", "MUST", "the UNSUPPORTED_VERSION error carries v 1", id="version-error-carries-v1")
-async def check_version_error_v(ctx: ServerContext) -> None:
+@check("§3.1", "MUST")
+async def check_version_error_carries_v1(ctx: ServerContext) -> None:
+    """the UNSUPPORTED_VERSION error carries v 1"""
     conn = await ctx.connect()
     await conn.send({**ctx.hello(), "v": 7})
     error = await ctx.expect_error(conn, "UNSUPPORTED_VERSION")
@@ -248,13 +227,9 @@ async def check_version_error_v(ctx: ServerContext) -> None:
     )
 
 
-@check(
-    "§3.3",
-    "MUST",
-    "capabilities in effect are a subset of those offered",
-    id="capabilities-subset-of-offered",
-)
-async def check_capabilities_subset(ctx: ServerContext) -> None:
+@check("§3.3", "MUST")
+async def check_capabilities_subset_of_offered(ctx: ServerContext) -> None:
+    """capabilities in effect are a subset of those offered"""
     offered = [TOOL_STREAM, GLOBAL_IDS, "x-conformance.probe"]
     session = await ctx.session(capabilities=offered)
     extra = [c for c in session.capabilities if c not in offered]
@@ -264,15 +239,17 @@ async def check_capabilities_subset(ctx: ServerContext) -> None:
     ctx.expect(not extra, f"offered only x-conformance.probe, ready.capabilities has {extra}")
 
 
-@check("§3.3", "MUST", "each capability in effect appears once", id="capabilities-each-once")
+@check("§3.3", "MUST")
 async def check_capabilities_each_once(ctx: ServerContext) -> None:
+    """each capability in effect appears once"""
     session = await ctx.session(capabilities=[TOOL_STREAM, GLOBAL_IDS, TOOL_STREAM, GLOBAL_IDS])
     caps = list(session.capabilities)
     ctx.expect(len(caps) == len(set(caps)), f"ready.capabilities repeats a token: {caps}")
 
 
-@check("§3.3", "MUST", "unknown capability tokens are ignored", id="capabilities-unknown-ignored")
-async def check_capabilities_unknown(ctx: ServerContext) -> None:
+@check("§3.3", "MUST")
+async def check_capabilities_unknown_ignored(ctx: ServerContext) -> None:
+    """unknown capability tokens are ignored"""
     unknown = ["future-feature.v9", "zz.conformance-unknown", "x-conformance.unknown"]
     try:
         session = await ctx.session(capabilities=[*unknown, TOOL_STREAM])
@@ -282,32 +259,26 @@ async def check_capabilities_unknown(ctx: ServerContext) -> None:
     ctx.expect(not in_effect, f"unknown tokens in effect: {sorted(in_effect)}")
 
 
-@check(
-    "§3.3", "MUST", "no capability in effect when none is offered", id="capabilities-none-offered"
-)
-async def check_capabilities_none(ctx: ServerContext) -> None:
+@check("§3.3", "MUST")
+async def check_capabilities_none_offered(ctx: ServerContext) -> None:
+    """no capability in effect when none is offered"""
     session = await ctx.session()
     assert session.ready is not None
     caps = session.ready.get("capabilities")
     ctx.expect(caps in (None, []), f"no capability offered, ready.capabilities is {caps}")
 
 
-@check(
-    "§3.4",
-    "MUST",
-    "only registered or x- tokens are put in effect",
-    id="capabilities-registered-only",
-)
-async def check_capabilities_registered(ctx: ServerContext) -> None:
+@check("§3.4", "MUST")
+async def check_capabilities_registered_only(ctx: ServerContext) -> None:
+    """only registered or x- tokens are put in effect"""
     session = await ctx.session(capabilities=[*registry(), "future-feature.v9"])
     bad = [c for c in session.capabilities if c not in registry() and not c.startswith("x-")]
     ctx.expect(not bad, f"unregistered tokens in effect: {bad}")
 
 
-@check(
-    "§3.3", "MUST", "capabilities are fixed across a resume", id="capabilities-fixed-across-resume"
-)
-async def check_capabilities_fixed(ctx: ServerContext) -> None:
+@check("§3.3", "MUST")
+async def check_capabilities_fixed_across_resume(ctx: ServerContext) -> None:
+    """capabilities are fixed across a resume"""
     session = await ctx.session(capabilities=[TOOL_STREAM])
     before = sorted(session.capabilities)
     session.drop()
@@ -320,19 +291,11 @@ async def check_capabilities_fixed(ctx: ServerContext) -> None:
     )
 
 
-@check(
-    "§3.3, §3.4",
-    "MUST",
-    "no tool.stream without tool-stream-v1",
-    id="capabilities-no-tool-stream-without-capability",
-    needs=("scripted",),
-)
-async def check_no_tool_stream(ctx: ServerContext) -> None:
+@check("§3.3, §3.4", "MUST", needs=("scripted",))
+async def check_capabilities_no_tool_stream_without_capability(ctx: ServerContext) -> None:
+    """no tool.stream without tool-stream-v1"""
     session = await ctx.session()
     ctx.expect(TOOL_STREAM not in session.capabilities, "tool-stream-v1 in effect, never offered")
-    after = session.last_seq
-    calls = await call(session, 'call lookup {"q":"no stream please"}')
-    await answer(session, calls[0], output=None)
-    await session.turn(after, REPLY)
+    await answered_call(session, '{"q":"no stream please"}')
     await session.reply("server-tool 120", REPLY)
     ctx.expect_none(session.find("tool.stream")[:1], "tool.stream sent without tool-stream-v1")

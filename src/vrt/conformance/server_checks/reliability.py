@@ -15,8 +15,9 @@ from ..wire import Incoming, NoFrame
 # §4.1 Sequence numbers
 
 
-@check("§4.1", "MUST", "transient messages carry seq 0", id="seq-transient-zero")
+@check("§4.1", "MUST")
 async def check_seq_transient_zero(ctx: ServerContext) -> None:
+    """transient messages carry seq 0"""
     session = await ctx.session()
     conn = session.current
     await conn.send({"v": 1, "seq": 0, "type": "ping"})
@@ -28,8 +29,9 @@ async def check_seq_transient_zero(ctx: ServerContext) -> None:
     ctx.expect_none(bad, "transient messages with a seq other than 0")
 
 
-@check("§4.1", "MUST", "the first sequenced server message has seq 1", id="seq-sequenced-from-one")
-async def check_seq_from_one(ctx: ServerContext) -> None:
+@check("§4.1", "MUST")
+async def check_seq_sequenced_from_one(ctx: ServerContext) -> None:
+    """the first sequenced server message has seq 1"""
     session = await ctx.session()
     await session.current.send(INVALID_MESSAGE)
     await session.current.barrier()
@@ -38,13 +40,9 @@ async def check_seq_from_one(ctx: ServerContext) -> None:
     ctx.expect(first[0].seq == 1, f"the first sequenced message has seq {first[0].seq}: {first[0]}")
 
 
-@check(
-    "§4.1, §4.3",
-    "MUST",
-    "sequenced server messages are consecutive",
-    id="seq-sequenced-consecutive",
-)
-async def check_seq_consecutive(ctx: ServerContext) -> None:
+@check("§4.1, §4.3", "MUST")
+async def check_seq_sequenced_consecutive(ctx: ServerContext) -> None:
+    """sequenced server messages are consecutive"""
     session = await ctx.session()
     for _ in range(3):
         await session.current.send(INVALID_MESSAGE)
@@ -58,8 +56,9 @@ async def check_seq_consecutive(ctx: ServerContext) -> None:
     )
 
 
-@check("§4.1", "MUST", "errors before a session have seq 0", id="seq-error-zero-before-session")
-async def check_seq_error_zero(ctx: ServerContext) -> None:
+@check("§4.1", "MUST")
+async def check_seq_error_zero_before_session(ctx: ServerContext) -> None:
+    """errors before a session have seq 0"""
     conn = await ctx.connect()
     await conn.send({"v": 1, "seq": 1, "type": "text", "text": "too early"})
     await conn.send({"v": 1, "seq": 0, "type": "no-such-type"})
@@ -70,8 +69,9 @@ async def check_seq_error_zero(ctx: ServerContext) -> None:
     )
 
 
-@check("§4.1", "MUST", "errors in a session are sequenced", id="seq-error-sequenced-in-session")
-async def check_seq_error_sequenced(ctx: ServerContext) -> None:
+@check("§4.1", "MUST")
+async def check_seq_error_sequenced_in_session(ctx: ServerContext) -> None:
+    """errors in a session are sequenced"""
     session = await ctx.session()
     for _ in range(2):
         await session.current.send(INVALID_MESSAGE)
@@ -79,10 +79,9 @@ async def check_seq_error_sequenced(ctx: ServerContext) -> None:
         ctx.expect_sequenced(session, error, "an error after ready")
 
 
-@check(
-    "§4.1", "MUST", "the server's seq continues across a resume", id="seq-continues-across-resume"
-)
-async def check_seq_continues(ctx: ServerContext) -> None:
+@check("§4.1", "MUST")
+async def check_seq_continues_across_resume(ctx: ServerContext) -> None:
+    """the server's seq continues across a resume"""
     session = await ctx.session()
     await ctx.produce(session, 2)
     last = session.last_seq
@@ -107,10 +106,9 @@ def _acked(seq: int) -> Callable[[Incoming], bool]:
     return covers
 
 
-@check(
-    "§4.2", "SHOULD", "an ack follows within a bounded delay (1 s)", id="ack-within-bounded-delay"
-)
-async def check_ack_delay(ctx: ServerContext) -> None:
+@check("§4.2", "SHOULD")
+async def check_ack_within_bounded_delay(ctx: ServerContext) -> None:
+    """an ack follows within a bounded delay (1 s)"""
     session = await ctx.session()
     started = time.monotonic()
     seq = await session.send("context", context={"ack": "me"})
@@ -122,13 +120,9 @@ async def check_ack_delay(ctx: ServerContext) -> None:
     ctx.expect(delay <= 1.0, f"the ack came after {delay:.3f} s (RECOMMENDED: within 250 ms)")
 
 
-@check(
-    "§4.2",
-    "MUST",
-    "ack.upTo never exceeds the highest seq received",
-    id="ack-up-to-not-beyond-sent",
-)
-async def check_ack_not_beyond(ctx: ServerContext) -> None:
+@check("§4.2", "MUST")
+async def check_ack_up_to_not_beyond_sent(ctx: ServerContext) -> None:
+    """ack.upTo never exceeds the highest seq received"""
     session = await ctx.session()
     for k in range(5):
         await session.send("context", context={"k": k})
@@ -147,8 +141,9 @@ async def check_ack_not_beyond(ctx: ServerContext) -> None:
 # §4.3 Duplicates and order
 
 
-@check("§4.3", "SHOULD", "a duplicate is acknowledged again", id="ack-duplicate-acknowledged-again")
-async def check_ack_duplicate(ctx: ServerContext) -> None:
+@check("§4.3", "SHOULD")
+async def check_ack_duplicate_acknowledged_again(ctx: ServerContext) -> None:
+    """a duplicate is acknowledged again"""
     session = await ctx.session()
     seq = await session.send("context", context={"dup": 1})
     conn = session.current
@@ -165,14 +160,9 @@ async def check_ack_duplicate(ctx: ServerContext) -> None:
         ctx.fail(f"the duplicate of seq {seq} was not acknowledged again within 2 s")
 
 
-@check(
-    "§4.3",
-    "MUST",
-    "a duplicate text is not handled twice",
-    id="dedupe-duplicate-text-once",
-    needs=("scripted",),
-)
-async def check_dedupe_text(ctx: ServerContext) -> None:
+@check("§4.3", "MUST", needs=("scripted",))
+async def check_dedupe_duplicate_text_once(ctx: ServerContext) -> None:
+    """a duplicate text is not handled twice"""
     session = await ctx.session()
     await session.reply("echo dup-one", REPLY, expect="dup-one")
     seq = session.out.last_seq
@@ -187,14 +177,9 @@ async def check_dedupe_text(ctx: ServerContext) -> None:
     )
 
 
-@check(
-    "§4.3",
-    "MUST",
-    "a duplicate context is not applied again",
-    id="dedupe-duplicate-context-not-applied",
-    needs=("scripted",),
-)
-async def check_dedupe_context(ctx: ServerContext) -> None:
+@check("§4.3", "MUST", needs=("scripted",))
+async def check_dedupe_duplicate_context_not_applied(ctx: ServerContext) -> None:
+    """a duplicate context is not applied again"""
     session = await ctx.session()
     first = await session.send("context", context={"v": "first"})
     await session.send("context", context={"v": "second"})
@@ -209,13 +194,9 @@ async def check_dedupe_context(ctx: ServerContext) -> None:
     )
 
 
-@check(
-    "§4.3",
-    "MUST",
-    "a gap in the client stream does not crash the server",
-    id="dedupe-gap-tolerated",
-)
-async def check_dedupe_gap(ctx: ServerContext) -> None:
+@check("§4.3", "MUST")
+async def check_dedupe_gap_tolerated(ctx: ServerContext) -> None:
+    """a gap in the client stream does not crash the server"""
     session = await ctx.session()
     session.skip_seqs(4)
     await session.send("context", context={"after": "gap"})
@@ -226,13 +207,9 @@ async def check_dedupe_gap(ctx: ServerContext) -> None:
 # §4.4 Heartbeat
 
 
-@check(
-    "§4.4",
-    "MUST",
-    "ping is answered with pong while awaiting hello",
-    id="heartbeat-pong-awaiting-hello",
-)
-async def check_pong_awaiting(ctx: ServerContext) -> None:
+@check("§4.4", "MUST")
+async def check_heartbeat_pong_awaiting_hello(ctx: ServerContext) -> None:
+    """ping is answered with pong while awaiting hello"""
     conn = await ctx.connect()
     await conn.send({"v": 1, "seq": 0, "type": "ping"})
     pong = await conn.expect("pong", 3.0, skip=())
@@ -241,8 +218,9 @@ async def check_pong_awaiting(ctx: ServerContext) -> None:
     await conn.expect_ready()
 
 
-@check("§4.4", "MUST", "ping is answered with pong while opening", id="heartbeat-pong-opening")
-async def check_pong_opening(ctx: ServerContext) -> None:
+@check("§4.4", "MUST")
+async def check_heartbeat_pong_opening(ctx: ServerContext) -> None:
+    """ping is answered with pong while opening"""
     conn = await ctx.connect()
     await conn.send(ctx.hello())
     await conn.send({"v": 1, "seq": 0, "type": "ping"})
@@ -254,8 +232,9 @@ async def check_pong_opening(ctx: ServerContext) -> None:
         await conn.expect_ready()
 
 
-@check("§4.4", "MUST", "every ping in an open session gets a pong", id="heartbeat-pong-open")
-async def check_pong_open(ctx: ServerContext) -> None:
+@check("§4.4", "MUST")
+async def check_heartbeat_pong_open(ctx: ServerContext) -> None:
+    """every ping in an open session gets a pong"""
     session = await ctx.session()
     conn = session.current
     for _ in range(3):
@@ -265,14 +244,9 @@ async def check_pong_open(ctx: ServerContext) -> None:
         ctx.expect(pong.seq == 0, f"pong with seq {pong.seq}")
 
 
-@check(
-    "§4.4",
-    "MUST",
-    "a silent connection is closed with 4408 and stays resumable",
-    id="heartbeat-timeout-close-4408",
-    needs=("heartbeat-timeout",),
-)
-async def check_heartbeat_timeout(ctx: ServerContext) -> None:
+@check("§4.4", "MUST", needs=("heartbeat-timeout",))
+async def check_heartbeat_timeout_close_4408(ctx: ServerContext) -> None:
+    """a silent connection is closed with 4408 and stays resumable"""
     timeout = ctx.options.heartbeat_timeout
     assert timeout is not None
     session = await ctx.session()

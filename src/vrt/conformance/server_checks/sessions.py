@@ -35,13 +35,9 @@ OTHER_MESSAGES: Final[list[dict[str, Any]]] = [
 ]
 
 
-@check(
-    "§5.1",
-    "MUST",
-    "a message before hello gets NO_SESSION (seq 0, not recoverable)",
-    id="table-no-session",
-)
-async def check_no_session(ctx: ServerContext) -> None:
+@check("§5.1", "MUST")
+async def check_table_no_session(ctx: ServerContext) -> None:
+    """a message before hello gets NO_SESSION (seq 0, not recoverable)"""
     expected = row("awaiting hello", "any other valid control message")
     conn = await ctx.connect()
     for message in OTHER_MESSAGES:
@@ -59,13 +55,9 @@ async def check_no_session(ctx: ServerContext) -> None:
         )
 
 
-@check(
-    "§5.1",
-    "MUST",
-    "after NO_SESSION the connection still takes a hello",
-    id="table-no-session-connection-usable",
-)
-async def check_no_session_usable(ctx: ServerContext) -> None:
+@check("§5.1", "MUST")
+async def check_table_no_session_connection_usable(ctx: ServerContext) -> None:
+    """after NO_SESSION the connection still takes a hello"""
     conn = await ctx.connect()
     await conn.send(OTHER_MESSAGES[0])
     await ctx.expect_error(conn, "NO_SESSION")
@@ -77,13 +69,9 @@ async def check_no_session_usable(ctx: ServerContext) -> None:
     ctx.expect(ready.get("resumedFrom") is None, "a new session's ready has resumedFrom")
 
 
-@check(
-    "§5.1",
-    "MUST",
-    "an invalid message before hello gets its code, recoverable, seq 0",
-    id="table-invalid-before-hello",
-)
-async def check_invalid_before_hello(ctx: ServerContext) -> None:
+@check("§5.1", "MUST")
+async def check_table_invalid_before_hello(ctx: ServerContext) -> None:
+    """an invalid message before hello gets its code, recoverable, seq 0"""
     expected = row("any", "invalid control message")
     conn = await ctx.connect()
     cases = [
@@ -103,13 +91,9 @@ async def check_invalid_before_hello(ctx: ServerContext) -> None:
     await conn.expect_ready()
 
 
-@check(
-    "§5.1, §8.1",
-    "MUST",
-    "input audio before hello is ignored",
-    id="table-audio-before-hello-ignored",
-)
-async def check_audio_before_hello(ctx: ServerContext) -> None:
+@check("§5.1, §8.1", "MUST")
+async def check_table_audio_before_hello_ignored(ctx: ServerContext) -> None:
+    """input audio before hello is ignored"""
     conn = await ctx.connect()
     for frame in speech_frames(PCM16):
         await conn.send(frame)
@@ -120,14 +104,9 @@ async def check_audio_before_hello(ctx: ServerContext) -> None:
     ctx.expect_none(heard, "audio sent before hello reached the session")
 
 
-@check(
-    "§5.1",
-    "MUST",
-    "messages sent while opening are kept and handled after ready",
-    id="table-opening-keeps-messages",
-    needs=("scripted",),
-)
-async def check_opening_keeps(ctx: ServerContext) -> None:
+@check("§5.1", "MUST", needs=("scripted",))
+async def check_table_opening_keeps_messages(ctx: ServerContext) -> None:
+    """messages sent while opening are kept and handled after ready"""
     conn = await ctx.connect()
     await conn.send(ctx.hello())
     await conn.send({"v": 1, "seq": 1, "type": "text", "text": "echo kept-while-opening"})
@@ -142,13 +121,9 @@ async def check_opening_keeps(ctx: ServerContext) -> None:
     ctx.expect(reply == "kept-while-opening", f"the kept 'echo kept-while-opening' got {reply!r}")
 
 
-@check(
-    "§5.1",
-    "MUST",
-    "a second hello while opening gets DUPLICATE_HELLO",
-    id="table-duplicate-hello-opening",
-)
-async def check_duplicate_hello_opening(ctx: ServerContext) -> None:
+@check("§5.1", "MUST")
+async def check_table_duplicate_hello_opening(ctx: ServerContext) -> None:
+    """a second hello while opening gets DUPLICATE_HELLO"""
     expected = row("opening", "hello")
     conn = await ctx.connect()
     await conn.send(ctx.hello())
@@ -162,13 +137,9 @@ async def check_duplicate_hello_opening(ctx: ServerContext) -> None:
     ctx.expect(len(readies) == 1, f"two hellos got {len(readies)} ready messages, expected 1")
 
 
-@check(
-    "§5.1",
-    "MUST",
-    "a hello in an open session gets DUPLICATE_HELLO (recoverable)",
-    id="table-duplicate-hello-open",
-)
-async def check_duplicate_hello_open(ctx: ServerContext) -> None:
+@check("§5.1", "MUST")
+async def check_table_duplicate_hello_open(ctx: ServerContext) -> None:
+    """a hello in an open session gets DUPLICATE_HELLO (recoverable)"""
     expected = row("open", "hello")
     session = await ctx.session()
     conn = session.current
@@ -185,14 +156,9 @@ async def check_duplicate_hello_open(ctx: ServerContext) -> None:
     await ctx.alive(session, "after DUPLICATE_HELLO")
 
 
-@check(
-    "§5.1",
-    "MUST",
-    "input audio in an open session reaches the session (speech detection shows it)",
-    id="table-open-audio-passed",
-    needs=("speech-detection",),
-)
-async def check_open_audio(ctx: ServerContext) -> None:
+@check("§5.1", "MUST", needs=("speech-detection",))
+async def check_table_open_audio_passed(ctx: ServerContext) -> None:
+    """input audio in an open session reaches the session (speech detection shows it)"""
     session = await ctx.session(input=PCM16)
     assert session.ready is not None
     for frame in speech_frames(session.ready.get("input")):
@@ -211,8 +177,9 @@ async def check_open_audio(ctx: ServerContext) -> None:
 # §5.2 Opening a session
 
 
-@check("§5.2", "MUST", "ready has sessionId, input, output and no resumedFrom", id="ready-members")
+@check("§5.2", "MUST")
 async def check_ready_members(ctx: ServerContext) -> None:
+    """ready has sessionId, input, output and no resumedFrom"""
     session = await ctx.session()
     ready = session.ready
     assert ready is not None
@@ -237,13 +204,9 @@ async def _session_ids(ctx: ServerContext) -> IdAnalysis:
     return analyse(ids)
 
 
-@check(
-    "§5.2, §10",
-    "MUST",
-    "session ids are unguessable: no repeats, no counter or clock, no narrow randomness",
-    id="ready-session-id-unguessable",
-)
-async def check_session_ids(ctx: ServerContext) -> None:
+@check("§5.2, §10", "MUST")
+async def check_ready_session_id_unguessable(ctx: ServerContext) -> None:
+    """session ids are unguessable: no repeats, no counter or clock, no narrow randomness"""
     found = await _session_ids(ctx)
     ctx.expect(not found.duplicates, f"session ids repeat: {found.duplicates}")
     ctx.expect(
@@ -253,13 +216,9 @@ async def check_session_ids(ctx: ServerContext) -> None:
     )
 
 
-@check(
-    "§5.2",
-    "SHOULD",
-    f"session ids carry at least {RECOMMENDED_BITS} random bits (as a version 4 UUID)",
-    id="ready-session-id-122-bits",
-)
-async def check_session_id_bits(ctx: ServerContext) -> None:
+@check("§5.2", "SHOULD")
+async def check_ready_session_id_122_bits(ctx: ServerContext) -> None:
+    """session ids carry at least 122 random bits (RECOMMENDED: as a version 4 UUID)"""
     found = await _session_ids(ctx)
     ctx.expect(
         found.bits >= RECOMMENDED_BITS,
@@ -270,40 +229,25 @@ async def check_session_id_bits(ctx: ServerContext) -> None:
 # §5.3 Authentication
 
 
-@check(
-    "§5.3",
-    "MUST",
-    "a wrong credential gets UNAUTHORIZED (seq 0) and close 4401",
-    id="auth-wrong-credential",
-    needs=("auth",),
-)
-async def check_auth_wrong(ctx: ServerContext) -> None:
+@check("§5.3", "MUST", needs=("auth",))
+async def check_auth_wrong_credential(ctx: ServerContext) -> None:
+    """a wrong credential gets UNAUTHORIZED (seq 0) and close 4401"""
     conn = await ctx.connect()
     await conn.send(ctx.hello(auth=f"{ctx.options.auth}-wrong-{secrets.token_hex(4)}"))
     await ctx.refusal(conn, row("opening", "authentication refused"))
 
 
-@check(
-    "§5.3",
-    "MUST",
-    "an absent credential gets UNAUTHORIZED (seq 0) and close 4401",
-    id="auth-absent-credential",
-    needs=("auth",),
-)
-async def check_auth_absent(ctx: ServerContext) -> None:
+@check("§5.3", "MUST", needs=("auth",))
+async def check_auth_absent_credential(ctx: ServerContext) -> None:
+    """an absent credential gets UNAUTHORIZED (seq 0) and close 4401"""
     conn = await ctx.connect()
     await conn.send({"v": 1, "seq": 0, "type": "hello", "tools": [LOOKUP]})
     await ctx.refusal(conn, row("opening", "authentication refused"))
 
 
-@check(
-    "§5.3",
-    "MUST",
-    "a resuming hello is authenticated too",
-    id="auth-resume-needs-credential",
-    needs=("auth",),
-)
-async def check_auth_resume(ctx: ServerContext) -> None:
+@check("§5.3", "MUST", needs=("auth",))
+async def check_auth_resume_needs_credential(ctx: ServerContext) -> None:
+    """a resuming hello is authenticated too"""
     refused = row("opening", "authentication refused")
     session = await ctx.session()
     session.drop()
@@ -315,14 +259,9 @@ async def check_auth_resume(ctx: ServerContext) -> None:
         await ctx.refusal(conn, refused)
 
 
-@check(
-    "§5.3, §10",
-    "MUST",
-    "a foreign resume is answered like an unknown one",
-    id="auth-foreign-resume-like-unknown",
-    needs=("auth", "auth-other"),
-)
-async def check_auth_foreign(ctx: ServerContext) -> None:
+@check("§5.3, §10", "MUST", needs=("auth", "auth-other"))
+async def check_auth_foreign_resume_like_unknown(ctx: ServerContext) -> None:
+    """a foreign resume is answered like an unknown one"""
     owner = await ctx.session()
     sid = owner.session_id
     unknown = (secrets.token_urlsafe(len(sid)) + "x" * len(sid))[: len(sid)]
@@ -362,14 +301,9 @@ async def check_auth_foreign(ctx: ServerContext) -> None:
     await owner.current.barrier()
 
 
-@check(
-    "§5.3",
-    "MUST",
-    "a server without authentication ignores hello.auth",
-    id="auth-ignored-without-authentication",
-    needs=("no-auth",),
-)
-async def check_auth_ignored(ctx: ServerContext) -> None:
+@check("§5.3", "MUST", needs=("no-auth",))
+async def check_auth_ignored_without_authentication(ctx: ServerContext) -> None:
+    """a server without authentication ignores hello.auth"""
     for credential in ("conformance-any-credential", {"scheme": "conformance", "k": [1]}):
         conn = await ctx.connect()
         await conn.send({"v": 1, "seq": 0, "type": "hello", "auth": credential})
@@ -385,13 +319,9 @@ async def check_auth_ignored(ctx: ServerContext) -> None:
 # §5.4 Resuming a session
 
 
-@check(
-    "§5.4",
-    "MUST",
-    "after a resume, messages after resumeFrom are resent once, in order",
-    id="resume-resends-after-resume-from",
-)
-async def check_resume_resends(ctx: ServerContext) -> None:
+@check("§5.4", "MUST")
+async def check_resume_resends_after_resume_from(ctx: ServerContext) -> None:
+    """after a resume, messages after resumeFrom are resent once, in order"""
     session = await ctx.session()
     await ctx.produce(session, 4)
     originals = {i.seq: i.data for i in session.unique}
@@ -413,13 +343,9 @@ async def check_resume_resends(ctx: ServerContext) -> None:
     )
 
 
-@check(
-    "§5.4",
-    "MUST",
-    "ready.resumedFrom is the server's lastSeq of the client stream",
-    id="resume-resumed-from-last-seq",
-)
-async def check_resumed_from(ctx: ServerContext) -> None:
+@check("§5.4", "MUST")
+async def check_resume_resumed_from_last_seq(ctx: ServerContext) -> None:
+    """ready.resumedFrom is the server's lastSeq of the client stream"""
     session = await ctx.session()
     for k in range(3):
         await session.send("context", context={"k": k})
@@ -430,13 +356,9 @@ async def check_resumed_from(ctx: ServerContext) -> None:
     ctx.expect(resumed == 3, f"the client sent seqs 1..3; ready.resumedFrom is {resumed!r}")
 
 
-@check(
-    "§5.4",
-    "MUST",
-    "resuming an unknown session: RESUME_FAILED (seq 0), close 4404",
-    id="resume-unknown-session",
-)
-async def check_resume_unknown(ctx: ServerContext) -> None:
+@check("§5.4", "MUST")
+async def check_resume_unknown_session(ctx: ServerContext) -> None:
+    """resuming an unknown session: RESUME_FAILED (seq 0), close 4404"""
     conn = await ctx.connect()
     await conn.send(ctx.hello(sessionId=f"conformance-{secrets.token_hex(16)}", resumeFrom=0))
     await ctx.refusal(conn, row("opening", "resume of an unknown"))
@@ -454,36 +376,24 @@ async def _resume_beyond(ctx: ServerContext) -> tuple[str, int]:
     return session.session_id, session.last_seq
 
 
-@check(
-    "§5.4",
-    "MUST",
-    "resumeFrom beyond what the server sent: RESUME_FAILED, close 4404",
-    id="resume-beyond-sent",
-)
-async def check_resume_beyond(ctx: ServerContext) -> None:
+@check("§5.4", "MUST")
+async def check_resume_beyond_sent(ctx: ServerContext) -> None:
+    """resumeFrom beyond what the server sent: RESUME_FAILED, close 4404"""
     await _resume_beyond(ctx)
 
 
-@check(
-    "§5.4",
-    "MUST",
-    "a resume beyond what was sent closes the session",
-    id="resume-beyond-sent-closes-session",
-)
-async def check_resume_beyond_closes(ctx: ServerContext) -> None:
+@check("§5.4", "MUST")
+async def check_resume_beyond_sent_closes_session(ctx: ServerContext) -> None:
+    """a resume beyond what was sent closes the session"""
     session_id, last = await _resume_beyond(ctx)
     conn = await ctx.connect()
     await conn.send(ctx.hello(sessionId=session_id, resumeFrom=last))
     await ctx.refusal(conn, row("opening", "resume of an unknown"))
 
 
-@check(
-    "§5.4, §9.3",
-    "MUST",
-    "a resume closes the older connection with 4000",
-    id="resume-replaces-older-connection",
-)
-async def check_resume_replaces(ctx: ServerContext) -> None:
+@check("§5.4, §9.3", "MUST")
+async def check_resume_replaces_older_connection(ctx: ServerContext) -> None:
+    """a resume closes the older connection with 4000"""
     session = await ctx.session()
     older = session.current
     await session.resume()
@@ -494,14 +404,9 @@ async def check_resume_replaces(ctx: ServerContext) -> None:
     await ctx.alive(session, "on the newer connection")
 
 
-@check(
-    "§5.4, §4.3",
-    "MUST",
-    "client resends after a resume are handled exactly once",
-    id="resume-client-resends-deduped",
-    needs=("scripted",),
-)
-async def check_resume_dedupe(ctx: ServerContext) -> None:
+@check("§5.4, §4.3", "MUST", needs=("scripted",))
+async def check_resume_client_resends_deduped(ctx: ServerContext) -> None:
+    """client resends after a resume are handled exactly once"""
     session = await ctx.session()
     await session.reply("echo r-one", REPLY, expect="r-one")
     await session.text("echo r-two")
@@ -519,14 +424,9 @@ async def check_resume_dedupe(ctx: ServerContext) -> None:
     )
 
 
-@check(
-    "§5.4",
-    "MUST",
-    "a pending tool call carries over a resume",
-    id="resume-pending-tool-call",
-    needs=("scripted",),
-)
-async def check_resume_tool_call(ctx: ServerContext) -> None:
+@check("§5.4", "MUST", needs=("scripted",))
+async def check_resume_pending_tool_call(ctx: ServerContext) -> None:
+    """a pending tool call carries over a resume"""
     session = await ctx.session()
     after = session.last_seq
     calls = await call(session, 'call lookup {"k":"resume"}')
@@ -545,14 +445,9 @@ async def check_resume_tool_call(ctx: ServerContext) -> None:
     )
 
 
-@check(
-    "§5.4, §4.1",
-    "MUST",
-    "transient messages and audio are never resent",
-    id="resume-transient-not-resent",
-    needs=("scripted",),
-)
-async def check_resume_transient(ctx: ServerContext) -> None:
+@check("§5.4, §4.1", "MUST", needs=("scripted",))
+async def check_resume_transient_not_resent(ctx: ServerContext) -> None:
+    """transient messages and audio are never resent"""
     session = await ctx.session()
     await session.reply("echo resend-transient", REPLY)
     await session.current.barrier()
@@ -567,8 +462,9 @@ async def check_resume_transient(ctx: ServerContext) -> None:
     ctx.expect(any(i.sequenced for i in conn.received), "resuming from 0 resent nothing")
 
 
-@check("§5.4", "MUST", "formats carry over a resume unchanged", id="resume-formats-fixed")
-async def check_resume_formats(ctx: ServerContext) -> None:
+@check("§5.4", "MUST")
+async def check_resume_formats_fixed(ctx: ServerContext) -> None:
+    """formats carry over a resume unchanged"""
     session = await ctx.session(output={"encoding": "pcmu", "sampleRate": 8000})
     assert session.ready is not None
     before = (session.ready.get("input"), session.ready.get("output"))
@@ -583,14 +479,9 @@ async def check_resume_formats(ctx: ServerContext) -> None:
     )
 
 
-@check(
-    "§6.3",
-    "MUST",
-    "a replayed tool.call keeps its ids byte for byte (global-tool-ids-v1)",
-    id="resume-replay-same-ids",
-    needs=("scripted", GLOBAL_IDS),
-)
-async def check_resume_replay_ids(ctx: ServerContext) -> None:
+@check("§6.3", "MUST", needs=("scripted", GLOBAL_IDS))
+async def check_resume_replay_same_ids(ctx: ServerContext) -> None:
+    """a replayed tool.call keeps its ids byte for byte (global-tool-ids-v1)"""
     session = await ctx.capable(GLOBAL_IDS)
     calls = await call(session, "call lookup {}")
     session.drop()

@@ -6,10 +6,19 @@ import secrets
 from typing import Any
 
 from ..framework import NotApplicable
-from ..scripted_contract import ResultLine, answer, call, results
+from ..scripted_contract import (
+    ResultLine,
+    answer,
+    answered_call,
+    call,
+    interrupt,
+    interrupted_call,
+    results,
+)
 from ..server_context import GLOBAL_IDS, QUIET, REPLY, TOOL_STREAM, ServerContext, check
 from ..spec_tables import tool_stream_problems
-from ..wire import Incoming, NoFrame, Session, Turn
+from ..wire import Incoming, NoFrame
+from ..wire_session import Session, Turn
 
 
 def _streams(session: Session, call_id: Any) -> list[Incoming]:
@@ -38,23 +47,15 @@ def _expect_results(
     )
 
 
-@check(
-    "§7.1",
-    "MUST",
-    "tool.call for a declared tool, with the turn's epoch",
-    id="tool-call-declared",
-    needs=("scripted",),
-)
-async def check_tool_call(ctx: ServerContext) -> None:
+@check("§7.1", "MUST", needs=("scripted",))
+async def check_tool_call_declared(ctx: ServerContext) -> None:
+    """tool.call for a declared tool, with the turn's epoch"""
     session = await ctx.session()
-    after = session.last_seq
-    (issued,) = await call(session, 'call lookup {"q":"conformance"}')
+    issued, turn = await answered_call(session, '{"q":"conformance"}', output={"answer": 42})
     ctx.expect(issued.get("name") == "lookup", f"tool.call names {issued.get('name')!r}")
     ctx.expect(
         issued.get("arguments") == {"q": "conformance"}, f"arguments {issued.get('arguments')!r}"
     )
-    await answer(session, issued, output={"answer": 42})
-    turn = await session.turn(after, REPLY)
     ctx.expect(
         (issued.get("turnId"), issued.get("epoch")) == (turn.turn_id, turn.epoch),
         f"tool.call turnId/epoch {issued.get('turnId')}/{issued.get('epoch')}; the turn is "
@@ -63,27 +64,17 @@ async def check_tool_call(ctx: ServerContext) -> None:
     _expect_results(ctx, turn, [ResultLine(True, {"answer": 42})], {})
 
 
-@check(
-    "§7.1",
-    "MUST",
-    "no tool.call for a tool the client did not declare",
-    id="tool-call-undeclared-never",
-    needs=("scripted",),
-)
-async def check_tool_undeclared(ctx: ServerContext) -> None:
+@check("§7.1", "MUST", needs=("scripted",))
+async def check_tool_call_undeclared_never(ctx: ServerContext) -> None:
+    """no tool.call for a tool the client did not declare"""
     session = await ctx.session()
     turn = await session.reply("call conformance_undeclared {}", REPLY)
     ctx.expect_none(turn.of("tool.call"), "tool.call for an undeclared tool")
 
 
-@check(
-    "§7.1",
-    "MUST",
-    "callIds are never reused in a session",
-    id="tool-call-ids-unique",
-    needs=("scripted",),
-)
-async def check_call_ids(ctx: ServerContext) -> None:
+@check("§7.1", "MUST", needs=("scripted",))
+async def check_tool_call_ids_unique(ctx: ServerContext) -> None:
+    """callIds are never reused in a session"""
     session = await ctx.session()
     ids: list[Any] = []
     for command, count in (
@@ -100,14 +91,9 @@ async def check_call_ids(ctx: ServerContext) -> None:
         await session.turn(after, REPLY)
 
 
-@check(
-    "§7.2",
-    "MUST",
-    "a tool.result with an unknown callId is ignored",
-    id="tool-result-unknown-ignored",
-    needs=("scripted",),
-)
-async def check_result_unknown(ctx: ServerContext) -> None:
+@check("§7.2", "MUST", needs=("scripted",))
+async def check_tool_result_unknown_ignored(ctx: ServerContext) -> None:
+    """a tool.result with an unknown callId is ignored"""
     session = await ctx.session()
     after = session.last_seq
     (issued,) = await call(session, "call lookup {}")
@@ -130,14 +116,9 @@ async def check_result_unknown(ctx: ServerContext) -> None:
     )
 
 
-@check(
-    "§7.2",
-    "MUST",
-    "a second tool.result for a call is ignored",
-    id="tool-result-duplicate-ignored",
-    needs=("scripted",),
-)
-async def check_result_duplicate(ctx: ServerContext) -> None:
+@check("§7.2", "MUST", needs=("scripted",))
+async def check_tool_result_duplicate_ignored(ctx: ServerContext) -> None:
+    """a second tool.result for a call is ignored"""
     session = await ctx.session()
     after = session.last_seq
     first, second = await call(session, "calls 2 lookup {}", 2)
@@ -158,18 +139,11 @@ async def check_result_duplicate(ctx: ServerContext) -> None:
     )
 
 
-@check(
-    "§7.2, §6.3",
-    "MUST",
-    "a late result of an interrupted call is ignored, even for a later call",
-    id="tool-result-late-ignored",
-    needs=("scripted",),
-)
-async def check_result_late(ctx: ServerContext) -> None:
+@check("§7.2, §6.3", "MUST", needs=("scripted",))
+async def check_tool_result_late_ignored(ctx: ServerContext) -> None:
+    """a late result of an interrupted call is ignored, even for a later call"""
     session = await ctx.session()
-    (old,) = await call(session, "call lookup {}")
-    await session.send("interrupt", epoch=old.get("epoch"), reason="user")
-    await session.current.expect("interrupted", 3.0)
+    old, _ = await interrupted_call(session)
     after = session.last_seq
     (new,) = await call(session, "call lookup {}")
     ctx.expect(new.get("callId") != old.get("callId"), "the later call reuses the callId")
@@ -188,14 +162,9 @@ async def check_result_late(ctx: ServerContext) -> None:
     )
 
 
-@check(
-    "§7.2",
-    "MUST",
-    "a result that arrives after the server timed the call out is ignored",
-    id="tool-result-after-timeout-ignored",
-    needs=("scripted", "tool-timeout"),
-)
-async def check_result_after_timeout(ctx: ServerContext) -> None:
+@check("§7.2", "MUST", needs=("scripted", "tool-timeout"))
+async def check_tool_result_after_timeout_ignored(ctx: ServerContext) -> None:
+    """a result that arrives after the server timed the call out is ignored"""
     timeout = ctx.options.tool_timeout
     assert timeout is not None
     session = await ctx.session(capabilities=[TOOL_STREAM])
@@ -222,18 +191,11 @@ async def check_result_after_timeout(ctx: ServerContext) -> None:
     await ctx.alive(session, "after a late result")
 
 
-@check(
-    "§6.2, §7.2",
-    "MUST",
-    "an interrupted call is settled: nothing more happens for it",
-    id="tool-call-interrupted-settled",
-    needs=("scripted",),
-)
-async def check_call_interrupted(ctx: ServerContext) -> None:
+@check("§6.2, §7.2", "MUST", needs=("scripted",))
+async def check_tool_call_interrupted_settled(ctx: ServerContext) -> None:
+    """an interrupted call is settled: nothing more happens for it"""
     session = await ctx.session()
-    (issued,) = await call(session, "call lookup {}")
-    await session.send("interrupt", epoch=issued.get("epoch"), reason="user")
-    interrupted = await session.current.expect("interrupted", 3.0)
+    issued, interrupted = await interrupted_call(session)
     ctx.expect(
         interrupted.get("epoch") == issued.get("epoch"),
         f"interrupted epoch {interrupted.get('epoch')}, the call's is {issued.get('epoch')}",
@@ -252,20 +214,12 @@ async def check_call_interrupted(ctx: ServerContext) -> None:
 # §7.4 / §7.5 previews and tool streams
 
 
-@check(
-    "§7.4",
-    "SHOULD",
-    "previews name the call they preview (callId, turnId, epoch)",
-    id="preview-identifiers-match-call",
-    needs=("scripted",),
-)
-async def check_preview_ids(ctx: ServerContext) -> None:
+@check("§7.4", "SHOULD", needs=("scripted",))
+async def check_preview_identifiers_match_call(ctx: ServerContext) -> None:
+    """previews name the call they preview (callId, turnId, epoch)"""
     session = await ctx.session()
-    after = session.last_seq
-    (issued,) = await call(session, 'call lookup {"text":"a preview of several fragments"}')
-    await answer(session, issued)
-    await session.turn(after, REPLY)
-    previews = session.find("tool.call.delta", lambda i: i.seq > after)
+    issued, _ = await answered_call(session, '{"text":"a preview of several fragments"}')
+    previews = session.find("tool.call.delta")
     if not previews:
         raise NotApplicable("the server sent no tool.call.delta preview (previews are optional)")
     ids = (issued.get("callId"), issued.get("turnId"), issued.get("epoch"))
@@ -273,36 +227,20 @@ async def check_preview_ids(ctx: ServerContext) -> None:
     ctx.expect_none(bad, "previews with other ids than the call")
 
 
-@check(
-    "§7.4",
-    "MUST",
-    "with tool-stream-v1 no tool.call.delta is sent",
-    id="tool-stream-no-preview",
-    needs=("scripted", TOOL_STREAM),
-)
-async def check_stream_no_preview(ctx: ServerContext) -> None:
+@check("§7.4", "MUST", needs=("scripted", TOOL_STREAM))
+async def check_tool_stream_no_preview(ctx: ServerContext) -> None:
+    """with tool-stream-v1 no tool.call.delta is sent"""
     session = await ctx.capable(TOOL_STREAM)
-    after = session.last_seq
-    (issued,) = await call(session, 'call lookup {"text":"several fragments of arguments"}')
-    await answer(session, issued)
-    await session.turn(after, REPLY)
+    await answered_call(session, '{"text":"several fragments of arguments"}')
     await session.reply("server-tool 120", REPLY)
     ctx.expect_none(session.find("tool.call.delta")[:1], "tool.call.delta with tool-stream-v1")
 
 
-@check(
-    "§7.5",
-    "MUST",
-    "a client call's tool.stream phases are in order, one terminal",
-    id="tool-stream-client-call",
-    needs=("scripted", TOOL_STREAM),
-)
-async def check_stream_client(ctx: ServerContext) -> None:
+@check("§7.5", "MUST", needs=("scripted", TOOL_STREAM))
+async def check_tool_stream_client_call(ctx: ServerContext) -> None:
+    """a client call's tool.stream phases are in order, one terminal"""
     session = await ctx.capable(TOOL_STREAM)
-    after = session.last_seq
-    (issued,) = await call(session, 'call lookup {"query":"a fairly long argument text"}')
-    await answer(session, issued, output={"ok": 1})
-    await session.turn(after, REPLY)
+    issued, _ = await answered_call(session, '{"query":"a fairly long argument text"}', output=1)
     await session.current.quiet(0.1)
     streams = _streams(session, issued.get("callId"))
     complete = [s for s in streams if s.get("phase") == "arguments-complete"]
@@ -326,14 +264,9 @@ async def check_stream_client(ctx: ServerContext) -> None:
     )
 
 
-@check(
-    "§7.5",
-    "MUST",
-    "a server tool's tool.stream phases are in order, settled without output",
-    id="tool-stream-server-tool",
-    needs=("scripted", TOOL_STREAM),
-)
-async def check_stream_server(ctx: ServerContext) -> None:
+@check("§7.5", "MUST", needs=("scripted", TOOL_STREAM))
+async def check_tool_stream_server_tool(ctx: ServerContext) -> None:
+    """a server tool's tool.stream phases are in order, settled without output"""
     session = await ctx.capable(TOOL_STREAM)
     turn = await session.reply("server-tool 350", REPLY)
     streams = turn.of("tool.stream")
@@ -353,18 +286,11 @@ async def check_stream_server(ctx: ServerContext) -> None:
     )
 
 
-@check(
-    "§7.5 (messages.md)",
-    "MUST",
-    "an interrupted client call ends cancelled, nothing after",
-    id="tool-stream-cancelled-on-interrupt",
-    needs=("scripted", TOOL_STREAM),
-)
-async def check_stream_cancelled(ctx: ServerContext) -> None:
+@check("§7.5 (messages.md)", "MUST", needs=("scripted", TOOL_STREAM))
+async def check_tool_stream_cancelled_on_interrupt(ctx: ServerContext) -> None:
+    """an interrupted client call ends cancelled, nothing after"""
     session = await ctx.capable(TOOL_STREAM)
-    (issued,) = await call(session, "call lookup {}")
-    await session.send("interrupt", epoch=issued.get("epoch"), reason="user")
-    await session.current.expect("interrupted", 3.0)
+    issued, _ = await interrupted_call(session)
     await answer(session, issued, output={"late": True})
     await session.current.settle(QUIET)
     streams = _streams(session, issued.get("callId"))
@@ -378,22 +304,16 @@ async def check_stream_cancelled(ctx: ServerContext) -> None:
     )
 
 
-@check(
-    "§7.5",
-    "MUST",
-    "an interrupted server tool ends cancelled, no progress after",
-    id="tool-stream-server-tool-cancelled",
-    needs=("scripted", TOOL_STREAM),
-)
-async def check_stream_server_cancelled(ctx: ServerContext) -> None:
+@check("§7.5", "MUST", needs=("scripted", TOOL_STREAM))
+async def check_tool_stream_server_tool_cancelled(ctx: ServerContext) -> None:
+    """an interrupted server tool ends cancelled, no progress after"""
     session = await ctx.capable(TOOL_STREAM)
     after = session.last_seq
     await session.text("server-tool 3000")
     progress = await session.current.expect(
         "tool.stream", REPLY, where=lambda i: i.seq > after and i.get("phase") == "progress"
     )
-    await session.send("interrupt", epoch=progress.get("epoch"), reason="user")
-    await session.current.expect("interrupted", 3.0)
+    await interrupt(session, progress.get("epoch"))
     await session.current.quiet(0.4)
     streams = _streams(session, progress.get("callId"))
     last = streams[-1].get("phase") if streams else None
@@ -404,19 +324,13 @@ async def check_stream_server_cancelled(ctx: ServerContext) -> None:
     )
 
 
-@check(
-    "§7.5",
-    "MUST",
-    "settled carries ok false and the failure code",
-    id="tool-stream-settled-failure",
-    needs=("scripted", TOOL_STREAM),
-)
-async def check_stream_failure(ctx: ServerContext) -> None:
+@check("§7.5", "MUST", needs=("scripted", TOOL_STREAM))
+async def check_tool_stream_settled_failure(ctx: ServerContext) -> None:
+    """settled carries ok false and the failure code"""
     session = await ctx.capable(TOOL_STREAM)
-    after = session.last_seq
-    (issued,) = await call(session, "call lookup {}")
-    await answer(session, issued, ok=False, code="REJECTED", message="declined by the suite")
-    turn = await session.turn(after, REPLY)
+    issued, turn = await answered_call(
+        session, ok=False, code="REJECTED", message="declined by the suite"
+    )
     settled = [s for s in _streams(session, issued.get("callId")) if s.get("phase") == "settled"]
     ctx.expect(len(settled) == 1, f"{len(settled)} settled phases for the call")
     ctx.expect(
@@ -426,19 +340,11 @@ async def check_stream_failure(ctx: ServerContext) -> None:
     _expect_results(ctx, turn, [ResultLine(False, "REJECTED")], {})
 
 
-@check(
-    "§6.3",
-    "MUST",
-    "every message for a call uses its callId and turnId (global-tool-ids-v1)",
-    id="tool-ids-global-consistent",
-    needs=("scripted", GLOBAL_IDS),
-)
-async def check_global_consistent(ctx: ServerContext) -> None:
+@check("§6.3", "MUST", needs=("scripted", GLOBAL_IDS))
+async def check_tool_ids_global_consistent(ctx: ServerContext) -> None:
+    """every message for a call uses its callId and turnId (global-tool-ids-v1)"""
     session = await ctx.capable(GLOBAL_IDS)
-    after = session.last_seq
-    (issued,) = await call(session, 'call lookup {"text":"fragments for previews"}')
-    await answer(session, issued)
-    turn = await session.turn(after, REPLY)
+    issued, turn = await answered_call(session, '{"text":"fragments for previews"}')
     related = [i for i in turn.items if i.type in ("tool.call.delta", "tool.stream", "tool.call")]
     ids = (issued.get("callId"), turn.turn_id)
     ctx.expect_none(
@@ -447,21 +353,13 @@ async def check_global_consistent(ctx: ServerContext) -> None:
     )
 
 
-@check(
-    "§6.3",
-    "MUST",
-    "turn and call ids are unique across sessions (global-tool-ids-v1)",
-    id="tool-ids-global-unique",
-    needs=("scripted", GLOBAL_IDS),
-)
-async def check_global_unique(ctx: ServerContext) -> None:
+@check("§6.3", "MUST", needs=("scripted", GLOBAL_IDS))
+async def check_tool_ids_global_unique(ctx: ServerContext) -> None:
+    """turn and call ids are unique across sessions (global-tool-ids-v1)"""
     ids: list[tuple[Any, Any]] = []
     for _ in range(2):
         session = await ctx.capable(GLOBAL_IDS)
-        after = session.last_seq
-        (issued,) = await call(session, "call lookup {}")
-        await answer(session, issued)
-        turn = await session.turn(after, REPLY)
+        issued, turn = await answered_call(session)
         ids.append((issued.get("callId"), turn.turn_id))
     (call_a, turn_a), (call_b, turn_b) = ids
     ctx.expect(call_a != call_b, f"two sessions issued the same callId {call_a!r}")

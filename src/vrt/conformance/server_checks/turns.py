@@ -4,26 +4,20 @@ from __future__ import annotations
 
 from typing import Final
 
-from ..scripted_contract import answer, call, speaking
+from ..scripted_contract import answered_call, interrupt, speaking
 from ..server_context import PCM16, QUIET, REPLY, ServerContext, check, speech_frames
 
 #: Server messages that belong to a turn and carry its epoch (§6.1), and tool.stream.
 EPOCH_TYPES: Final = ("turn.state", "audio.start", "tool.call", "tool.call.delta", "tool.stream")
 
 
-@check(
-    "§6.1",
-    "MUST",
-    "epochs never decrease; each turn has a higher epoch",
-    id="epoch-never-decreases",
-    needs=("scripted",),
-)
-async def check_epochs(ctx: ServerContext) -> None:
+@check("§6.1", "MUST", needs=("scripted",))
+async def check_epoch_never_decreases(ctx: ServerContext) -> None:
+    """epochs never decrease; each turn has a higher epoch"""
     session = await ctx.session()
     await session.reply("echo one", REPLY)
     in_flight = await speaking(session, 1000)
-    await session.send("interrupt", epoch=in_flight.get("epoch"), reason="user")
-    await session.current.expect("interrupted", 3.0)
+    await interrupt(session, in_flight.get("epoch"))
     await session.reply("echo two", REPLY)
     await session.reply("echo three", REPLY)
     ordered = sorted(
@@ -49,20 +43,12 @@ async def check_epochs(ctx: ServerContext) -> None:
     ctx.expect(not problems, "\n".join(problems))
 
 
-@check(
-    "§6.1",
-    "MUST",
-    "a turn's messages carry its turnId and epoch",
-    id="epoch-turn-messages-carry-epoch",
-    needs=("scripted",),
-)
-async def check_turn_epochs(ctx: ServerContext) -> None:
+@check("§6.1", "MUST", needs=("scripted",))
+async def check_epoch_turn_messages_carry_epoch(ctx: ServerContext) -> None:
+    """a turn's messages carry its turnId and epoch"""
     session = await ctx.session()
     await session.reply("echo carry epoch", REPLY)
-    after = session.last_seq
-    calls = await call(session, 'call lookup {"arg":"a long enough argument"}')
-    await answer(session, calls[0])
-    await session.turn(after, REPLY)
+    await answered_call(session, '{"arg":"a long enough argument"}')
     turns: dict[str, int] = {}
     for item in session.find("turn.state"):
         turns.setdefault(str(item.get("turnId")), item.get("epoch"))
@@ -77,19 +63,13 @@ async def check_turn_epochs(ctx: ServerContext) -> None:
     ctx.expect(not bad, "\n".join(bad))
 
 
-@check(
-    "§6.2",
-    "MUST",
-    "interrupt with the observed epoch gets interrupted with that epoch",
-    id="interrupt-observed-epoch",
-    needs=("scripted",),
-)
-async def check_interrupt(ctx: ServerContext) -> None:
+@check("§6.2", "MUST", needs=("scripted",))
+async def check_interrupt_observed_epoch(ctx: ServerContext) -> None:
+    """interrupt with the observed epoch gets interrupted with that epoch"""
     session = await ctx.session()
     in_flight = await speaking(session)
     epoch, turn_id = in_flight.get("epoch"), in_flight.get("turnId")
-    await session.send("interrupt", epoch=epoch, reason="user")
-    interrupted = await session.current.expect("interrupted", 3.0)
+    interrupted = await interrupt(session, epoch)
     ctx.expect(
         interrupted.get("epoch") == epoch,
         f"interrupt of epoch {epoch} answered with interrupted epoch {interrupted.get('epoch')}",
@@ -101,14 +81,9 @@ async def check_interrupt(ctx: ServerContext) -> None:
     )
 
 
-@check(
-    "§6.2 (messages.md)",
-    "MUST",
-    "an interrupt naming an older epoch has no effect",
-    id="interrupt-stale-no-effect",
-    needs=("scripted",),
-)
-async def check_interrupt_stale(ctx: ServerContext) -> None:
+@check("§6.2 (messages.md)", "MUST", needs=("scripted",))
+async def check_interrupt_stale_no_effect(ctx: ServerContext) -> None:
+    """an interrupt naming an older epoch has no effect"""
     session = await ctx.session()
     first = await session.reply("echo first", REPLY)
     after = session.last_seq
@@ -123,14 +98,9 @@ async def check_interrupt_stale(ctx: ServerContext) -> None:
     )
 
 
-@check(
-    "§6.2",
-    "MUST",
-    "an interrupt with no response in flight sends nothing",
-    id="interrupt-nothing-in-flight",
-    needs=("scripted",),
-)
-async def check_interrupt_idle(ctx: ServerContext) -> None:
+@check("§6.2", "MUST", needs=("scripted",))
+async def check_interrupt_nothing_in_flight(ctx: ServerContext) -> None:
+    """an interrupt with no response in flight sends nothing"""
     session = await ctx.session()
     turn = await session.reply("echo done", REPLY)
     await session.send("interrupt", epoch=turn.epoch, reason="keyboard")
@@ -138,14 +108,9 @@ async def check_interrupt_idle(ctx: ServerContext) -> None:
     ctx.expect_none([i for i in items if i.sequenced], "an interrupt with nothing in flight got")
 
 
-@check(
-    "§6.3",
-    "MUST",
-    "text interrupts the response in flight first",
-    id="text-interrupts-response",
-    needs=("scripted",),
-)
-async def check_text_interrupts(ctx: ServerContext) -> None:
+@check("§6.3", "MUST", needs=("scripted",))
+async def check_text_interrupts_response(ctx: ServerContext) -> None:
+    """text interrupts the response in flight first"""
     session = await ctx.session()
     in_flight = await speaking(session)
     after = session.last_seq
@@ -162,14 +127,9 @@ async def check_text_interrupts(ctx: ServerContext) -> None:
     )
 
 
-@check(
-    "§6.2",
-    "MUST",
-    "the server interrupts when it detects the user speaking",
-    id="speech-interrupts-response",
-    needs=("scripted", "speech-detection"),
-)
-async def check_speech_interrupts(ctx: ServerContext) -> None:
+@check("§6.2", "MUST", needs=("scripted", "speech-detection"))
+async def check_speech_interrupts_response(ctx: ServerContext) -> None:
+    """the server interrupts when it detects the user speaking"""
     session = await ctx.session(input=PCM16)
     assert session.ready is not None
     frames = speech_frames(session.ready.get("input"), 300, 0)
