@@ -19,7 +19,8 @@ from ..server_context import (
 )
 from ..session_ids import MUST_BITS, RECOMMENDED_BITS, SAMPLES, IdAnalysis, analyse
 from ..spec_tables import row, same_format
-from ..wire import Closed, Refused
+from ..wire import Closed, Incoming, Refused
+from ..wire_session import Session
 
 # §5.1 State: the server table, row by row
 
@@ -424,20 +425,26 @@ async def check_resume_client_resends_deduped(ctx: ServerContext) -> None:
     )
 
 
+async def _call_across_resume(session: Session) -> tuple[Incoming, Incoming]:
+    """``call lookup {"k":"resume"}`` left unanswered, the connection lost, the session
+    resumed from before the call: the original ``tool.call`` and the one resent."""
+    (original,) = await call(session, 'call lookup {"k":"resume"}')
+    session.drop()
+    await session.resume(resume_from=original.seq - 1)
+    return original, await session.current.expect("tool.call", 3.0)
+
+
 @check("§5.4", "MUST", needs=("scripted",))
 async def check_resume_pending_tool_call(ctx: ServerContext) -> None:
     """a pending tool call carries over a resume"""
     session = await ctx.session()
     after = session.last_seq
-    calls = await call(session, 'call lookup {"k":"resume"}')
-    session.drop()
-    await session.resume(resume_from=calls[0].seq - 1)
-    resent = await session.current.expect("tool.call", 3.0)
+    original, resent = await _call_across_resume(session)
     ctx.expect(
-        resent.data == calls[0].data,
-        f"the resent tool.call differs from the original:\n  {calls[0]}\n  {resent}",
+        resent.data == original.data,
+        f"the resent tool.call differs from the original:\n  {original}\n  {resent}",
     )
-    await answer(session, calls[0], output={"carried": True})
+    await answer(session, original, output={"carried": True})
     turn = await session.turn(after, REPLY)
     ctx.expect(
         results(ctx, turn) == [ResultLine(True, {"carried": True})],
@@ -483,12 +490,9 @@ async def check_resume_formats_fixed(ctx: ServerContext) -> None:
 async def check_resume_replay_same_ids(ctx: ServerContext) -> None:
     """a replayed tool.call keeps its ids byte for byte (global-tool-ids-v1)"""
     session = await ctx.capable(GLOBAL_IDS)
-    calls = await call(session, "call lookup {}")
-    session.drop()
-    await session.resume(resume_from=calls[0].seq - 1)
-    resent = await session.current.expect("tool.call", 3.0)
+    original, resent = await _call_across_resume(session)
     ctx.expect(
-        resent.raw == calls[0].raw,
-        f"the replayed tool.call is not byte-identical:\n  {calls[0]}\n  {resent}",
+        resent.raw == original.raw,
+        f"the replayed tool.call is not byte-identical:\n  {original}\n  {resent}",
     )
-    await answer(session, calls[0])
+    await answer(session, original)
