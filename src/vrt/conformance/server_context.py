@@ -12,10 +12,10 @@ from collections.abc import Awaitable, Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any, Final, Literal, NoReturn, TypeAlias
 
-from ..audio import silence, tone
+from ..audio import frame_bytes, silence, tone
 from ..protocol.messages import Format
 from .framework import CheckFailed, Level, NotApplicable, Skipped, Suite, title_of
-from .spec_tables import Row
+from .spec_tables import DEFAULT_RATES, Row
 from .wire import Closed, Connection, FrameLog, Incoming, NoFrame, WireError, audio_frame
 from .wire_session import Session
 
@@ -124,12 +124,12 @@ def speech_frames(fmt: Any, speech_ms: int = 600, silence_ms: int = 500) -> list
         raise Skipped(
             f"the session's input format is {fmt}: the suite builds speech in pcm16 or pcmu"
         )
+    encoding = fmt["encoding"]
     audio_format = Format(
-        encoding=fmt["encoding"],
-        sample_rate=int(fmt.get("sampleRate", 24000 if fmt["encoding"] == "pcm16" else 8000)),
+        encoding=encoding, sample_rate=int(fmt.get("sampleRate", DEFAULT_RATES[encoding]))
     )
     payload = tone(speech_ms, audio_format, amplitude=0.3) + silence(silence_ms, audio_format)
-    size = len(silence(20, audio_format))
+    size = frame_bytes(audio_format, 20)
     return [
         audio_frame(k, payload[i : i + size]) for k, i in enumerate(range(0, len(payload), size))
     ]
