@@ -40,12 +40,10 @@ def rewrite() -> None:
         ("server", markdown(SERVER_TABLE, "Connection state")),
         ("client", markdown(CLIENT_TABLE, "Client state")),
     ):
-        text = re.sub(
-            rf"(<!-- table: {name} -->\n).*?(\n<!-- /table -->)",
-            lambda found, table=rendered: found.group(1) + table + found.group(2),
-            text,
-            flags=re.S,
-        )
+        start = f"<!-- table: {name} -->\n"
+        before, _, rest = text.partition(start)
+        _, end, after = rest.partition("\n<!-- /table -->")
+        text = before + start + rendered + end + after
     DOC.write_text(text)
 
 

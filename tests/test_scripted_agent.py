@@ -183,7 +183,7 @@ def echo_summary(words: list[str], frame: int = 960, frames: int = 10) -> list[t
     return [
         ("state", "thinking"),
         ("state", "speaking"),
-        *[("text", w) for w in words],
+        *[("text", w if k == 0 else f" {w}") for k, w in enumerate(words)],
         ("transcript", "agent", " ".join(words)),
         ("audio.start",),
         *[("frame", frame)] * frames,
@@ -429,8 +429,8 @@ async def test_calls_are_issued_back_to_back_and_reported_in_order(h: Harness) -
     await h.idle()
     assert [t.text for t in h.of(AgentText)] == [
         "result ok null",
-        "result error INVALID",
-        'result ok "third"',
+        "\nresult error INVALID",
+        '\nresult ok "third"',
     ]
 
 
@@ -492,7 +492,8 @@ async def test_burst(h: Harness) -> None:
     ticking.cancel()
     assert after_ready(h) == [
         ("state", "thinking"),
-        *[("text", f"chunk {k}") for k in range(1, 6)],
+        ("text", "chunk 1"),
+        *[("text", f" chunk {k}") for k in range(2, 6)],
         ("state", "idle"),
     ]
     # Written without yielding to the event loop: the ticker never ran in between.

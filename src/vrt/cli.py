@@ -10,7 +10,7 @@ import ssl
 import sys
 from collections.abc import Coroutine
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated, Any, cast
 
 import typer
 
@@ -342,10 +342,34 @@ def chat(
 
 
 # Options both conformance suites take.
-CheckSelection = Annotated[
+OnlyChecks = Annotated[
     list[str] | None,
     typer.Option(
-        "--check", "-k", metavar="ID", help="Run only checks whose id contains this (repeatable)."
+        "--only",
+        "--check",
+        "-k",
+        metavar="ID|§SECTION",
+        help="Run only these checks (repeatable): an id, a glob (resume-*), a part of an id, "
+        "or a section (§5.4, 5.4, or 5 for the chapter).",
+    ),
+]
+SkipChecks = Annotated[
+    list[str] | None,
+    typer.Option(
+        "--skip", metavar="ID|§SECTION", help="Leave these checks out (repeatable; as --only)."
+    ),
+]
+ListChecks = Annotated[
+    bool,
+    typer.Option(
+        "--list", help="List the selected checks (id, section, level, needs) and run nothing."
+    ),
+]
+AllowSkips = Annotated[
+    bool,
+    typer.Option(
+        "--allow-skips",
+        help="Exit 0 when MUST checks were skipped (the run is incomplete) and none failed.",
     ),
 ]
 JsonReport = Annotated[
@@ -357,15 +381,25 @@ JunitReport = Annotated[
 CheckTimeout = Annotated[float, typer.Option(help="Seconds allowed per check.")]
 
 conformance = typer.Typer(
-    help="Judge any vRT server or client against the protocol, clause by clause.",
+    help="Judge any vRT server or client against the protocol, clause by clause. Exit "
+    "status: 0 passed, 1 a MUST check failed, 2 unreachable, 3 incomplete (MUST checks "
+    "skipped; see --allow-skips).",
     no_args_is_help=True,
 )
 app.add_typer(conformance, name="conformance")
 
 
+def _listing(lines: list[str]) -> typer.Exit:
+    typer.echo("\n".join(lines))
+    return typer.Exit(0)
+
+
 @conformance.command("server")
 def conformance_server(
-    url: Annotated[str, typer.Argument(help="The server under test, e.g. ws://127.0.0.1:8765")],
+    url: Annotated[
+        str | None,
+        typer.Argument(help="The server under test, e.g. ws://127.0.0.1:8765"),
+    ] = None,
     auth: Annotated[
         str | None,
         typer.Option(metavar="TOKEN", help="A credential the server accepts (sent in hello.auth)."),
@@ -377,7 +411,10 @@ def conformance_server(
             help="A credential of another principal (enables the foreign-resume checks).",
         ),
     ] = None,
-    check: CheckSelection = None,
+    only: OnlyChecks = None,
+    skip: SkipChecks = None,
+    list_checks: ListChecks = False,
+    allow_skips: AllowSkips = False,
     json_report: JsonReport = None,
     junit_report: JunitReport = None,
     timeout: CheckTimeout = 20.0,
@@ -388,20 +425,48 @@ def conformance_server(
             help="The server's heartbeat timeout, to check close 4408 (§4.4); skipped without it.",
         ),
     ] = None,
+    tool_timeout: Annotated[
+        float | None,
+        typer.Option(
+            metavar="SEC",
+            help="The server's timeout for client tool calls, to check that a late result is "
+            "ignored (§7.2); skipped without it. Start the server with a short one.",
+        ),
+    ] = None,
+    speech_detection: Annotated[
+        str,
+        typer.Option(
+            metavar="probe|yes|no",
+            help="Whether the server detects speech in input audio: probe it (the speech "
+            "checks skip when none shows), yes (judge them) or no (they do not apply).",
+        ),
+    ] = "probe",
 ) -> None:
-    """Run the server suite against URL. Exits non-zero if any MUST check fails."""
-    from .conformance.server_suite import run_server_suite
+    """Run the server suite against URL (see conformance/README.md)."""
+    from .conformance.server_context import SpeechDetection
+    from .conformance.server_suite import SUITE, run_server_suite
 
+    selected = SUITE.select(only or (), skip or ())
+    if list_checks:
+        raise _listing(SUITE.listing(selected))
+    if url is None:
+        raise _fail("give the server's URL, e.g. vrt conformance server ws://127.0.0.1:8765")
+    if speech_detection not in ("probe", "yes", "no"):
+        raise _fail("--speech-detection takes probe, yes or no")
     raise typer.Exit(
         run_server_suite(
             url,
             auth=auth,
             auth_other=auth_other,
-            select=tuple(check or ()),
+            only=tuple(only or ()),
+            skip=tuple(skip or ()),
             json_path=json_report,
             junit_path=junit_report,
             timeout=timeout,
             heartbeat_timeout=heartbeat_timeout,
+            tool_timeout=tool_timeout,
+            speech_detection=cast(SpeechDetection, speech_detection),
+            allow_skips=allow_skips,
         )
     )
 
@@ -411,7 +476,10 @@ def conformance_server(
 )
 def conformance_client(
     ctx: typer.Context,
-    check: CheckSelection = None,
+    only: OnlyChecks = None,
+    skip: SkipChecks = None,
+    list_checks: ListChecks = False,
+    allow_skips: AllowSkips = False,
     json_report: JsonReport = None,
     junit_report: JunitReport = None,
     timeout: CheckTimeout = 20.0,
@@ -419,11 +487,29 @@ def conformance_client(
         float, typer.Option(help="Seconds to wait for a ping before skipping the ping checks.")
     ] = 3.0,
     jobs: Annotated[int, typer.Option(help="Checks run at once (each starts its own client).")] = 1,
+    audio_output: Annotated[
+        bool,
+        typer.Option(
+            "--audio-output/--no-audio-output",
+            help="Whether the client plays audio; without, the playback checks do not apply.",
+        ),
+    ] = True,
+    audio_input: Annotated[
+        bool,
+        typer.Option(
+            "--audio-input/--no-audio-input",
+            help="Whether the client sends audio ('/audio MS'); without, the input audio "
+            "checks do not apply.",
+        ),
+    ] = True,
 ) -> None:
     """Run the client suite: `vrt conformance client -- COMMAND...` starts COMMAND with
     the test server's URL in VRT_URL for each check (see conformance/README.md)."""
-    from .conformance.client_suite import run_client_suite
+    from .conformance.client_suite import SUITE, run_client_suite
 
+    selected = SUITE.select(only or (), skip or ())
+    if list_checks:
+        raise _listing(SUITE.listing(selected))
     command = list(ctx.args)
     if not command:
         raise _fail(
@@ -432,11 +518,15 @@ def conformance_client(
     raise typer.Exit(
         run_client_suite(
             command,
-            select=tuple(check or ()),
+            only=tuple(only or ()),
+            skip=tuple(skip or ()),
             json_path=json_report,
             junit_path=junit_report,
             timeout=timeout,
             ping_wait=ping_wait,
             jobs=jobs,
+            audio_output=audio_output,
+            audio_input=audio_input,
+            allow_skips=allow_skips,
         )
     )

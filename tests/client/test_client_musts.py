@@ -142,7 +142,7 @@ class TestSection5_1:
         assert [f.type for f in proxy.frames if f.direction == "c2s"] == ["hello"]
         proxy.links[0].s2c_flowing.set()
         await opening
-        await recorder.next(is_text("bird"))
+        await recorder.next(is_text(" bird"))
 
         # And again on a resumed connection, with input given while disconnected.
         proxy.cut()
@@ -152,7 +152,7 @@ class TestSection5_1:
         await asyncio.sleep(0.05)
         assert [f.type for f in proxy.frames if f.link == 1 and f.direction == "c2s"] == ["hello"]
         proxy.links[1].s2c_flowing.set()
-        await recorder.next(is_text("owl"))
+        await recorder.next(is_text(" owl"))
         assert client.send_audio(bytes(960)) is True
 
         for link in (0, 1):
@@ -230,7 +230,7 @@ class TestSection4:
         await client.send_text("echo twice said")
         await recorder.next(is_idle)
         texts = [e.text for e in recorder.of(TextReceived)]
-        assert texts == ["twice", "said"]
+        assert texts == ["twice", " said"]
 
     async def test_4_4_ping_after_silence(
         self, vrt: LiveServer, make_proxy: ProxyFactory, make_client: ClientFactory
@@ -583,7 +583,7 @@ class TestSection6_2:
         interrupted = await recorder.next_of(InterruptedEpoch)
         assert interrupted == InterruptedEpoch(epoch=epoch, local=False)
         assert any(isinstance(e, PlaybackStop) and e.epoch == epoch for e in recorder.events)
-        await recorder.next(is_text("in"))
+        await recorder.next(is_text(" in"))
         assert client.core.closed_epoch == epoch
         await until(lambda: len(proxy.tool_results()) == 3, "three results")
         for results in proxy.tool_results().values():
@@ -639,7 +639,7 @@ class TestSection7:
         await client.send_text('calls 4 slow {"ms": 15}')
         await recorder.next(is_idle)
         texts = [e.text for e in recorder.of(TextReceived)]
-        assert texts == ["result ok 15"] * 4
+        assert "".join(texts) == "\n".join(["result ok 15"] * 4)
         assert kit.max_active == 1
         assert kit.started == proxy.tool_calls()
         assert kit.finished == kit.started
@@ -662,7 +662,8 @@ class TestSection7:
         client, recorder = await connected(make_client, proxy.url, tools=kit.tools)
         await client.send_text('calls 5 add {"a": 1, "b": 2}')
         await recorder.next(is_idle)
-        assert [e.text for e in recorder.of(TextReceived)] == ["result ok 3.0"] * 5
+        reply = "".join(e.text for e in recorder.of(TextReceived))
+        assert reply == "\n".join(["result ok 3.0"] * 5)
         calls = {
             f.message["callId"]: f.message
             for f in proxy.messages("s2c", type="tool.call")
@@ -1039,4 +1040,4 @@ async def test_9_1_invalid_server_message_reported_and_ignored(
     assert (first.code, first.recoverable) == ("UNKNOWN_TYPE", True)
     assert (second.code, second.recoverable) == ("MALFORMED", True)
     await client.send_text("echo still here")
-    await recorder.next(is_text("here"))
+    await recorder.next(is_text(" here"))

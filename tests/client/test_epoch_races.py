@@ -40,7 +40,6 @@ if TYPE_CHECKING:
         ProxyFactory,
         ToolKit,
     )
-
     from vrt.client import Event, VrtClient
 
 OP_TEXT = 1
@@ -339,7 +338,7 @@ class TestFinishedAsInterrupted:
         holder.append(client)
         await client.connect()
         await client.send_text("call barge {}")
-        await recorder.next(lambda e: isinstance(e, TextReceived) and e.text == "turn")
+        await recorder.next(lambda e: isinstance(e, TextReceived) and e.text == " turn")
         await recorder.next(is_idle)
         await everything_handled(proxy, client, until)
         ((answer,),) = proxy.tool_results().values()

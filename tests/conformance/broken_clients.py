@@ -1,25 +1,44 @@
-"""Deliberately broken clients for the client suite's own tests.
+"""Clients that are not ours as it is, for the client suite's own tests.
 
     python tests/conformance/broken_clients.py VARIANT
 
-Each variant is the reference client (:mod:`vrt.conformance.reference_client`) with one
-rule of the protocol broken, by a subclass of the SDK's sans-I/O
-:class:`~vrt.protocol.client.ClientSession` or of the reference client itself. The
-suite must fail the checks that judge that rule.
+Each variant is the reference client (:mod:`vrt.conformance.reference_client`) changed
+by a subclass of the SDK's sans-I/O :class:`~vrt.protocol.client.ClientSession` or of
+the reference client itself. A broken variant breaks one rule of the protocol: the suite
+must fail the checks that judge it. A correct variant is a client unlike ours that still
+conforms (it pings before ready, plays no audio, has no microphone): the suite must not
+fail it.
 """
 
 from __future__ import annotations
 
 import asyncio
+import json
 import os
 import sys
 from collections.abc import Callable
 from typing import Any
 
+from vrt.audio import frame_bytes, tone
 from vrt.client import VrtClient
-from vrt.conformance.reference_client import Player, ReferenceClient, Settings
-from vrt.protocol.client import ClientSession, RunTool
-from vrt.protocol.messages import FailureCode, Playback, ToolCall, ToolResult, UserText
+from vrt.conformance.reference_client import (
+    INPUT_PREFERENCE,
+    Player,
+    ReferenceClient,
+    Settings,
+)
+from vrt.protocol.client import CancelTool, ClientEvent, ClientSession, RunTool
+from vrt.protocol.codec import Decoded, Invalid, encode
+from vrt.protocol.messages import (
+    FailureCode,
+    Interrupt,
+    InterruptReason,
+    Ping,
+    Playback,
+    ToolCall,
+    ToolResult,
+    UserText,
+)
 from vrt.protocol.streams import IncomingStream, OutgoingStream
 from vrt.protocol.tables import ClientInput
 
@@ -191,6 +210,8 @@ class Broken(ReferenceClient):
         client.core = self.session_class(
             tools=tuple(old.tools.values()),
             capabilities=old.offered_capabilities,
+            input=old.preferred_input,
+            output=old.preferred_output,
             auth=old.auth,
             ping_interval=old.ping_interval,
         )
@@ -214,6 +235,76 @@ class TextBeforeReady(Broken):
         super().__init__(Settings(**{**settings.__dict__, "say": ()}))
 
 
+class _AnyVersion:
+    """A decoder that reads every message as if its v were 1."""
+
+    def __init__(self, decoder: Any) -> None:
+        self._decoder = decoder
+
+    def decode(self, data: bytes | str) -> Decoded | Invalid:
+        try:
+            value = json.loads(data)
+        except ValueError:
+            return self._decoder.decode(data)
+        if isinstance(value, dict):
+            value["v"] = 1
+            data = json.dumps(value)
+        return self._decoder.decode(data)
+
+
+class AcceptsAnyVersion(ClientSession):
+    """Acts on messages whose v is 2, or absent (§3.1)."""
+
+    def __init__(self, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self._decoder = _AnyVersion(self._decoder)  # type: ignore[assignment]
+
+
+class ForgetsClosedEpochs(ClientSession):
+    """Forgets its closed epoch when it resumes: a call of an epoch closed before the
+    drop, resent after the resume, runs (§6.2)."""
+
+    def connection_made(self, now: float) -> None:
+        if self.session_id is not None:
+            self.closed_epoch = None
+        super().connection_made(now)
+
+
+class NoCancelSignal(ClientSession):
+    """Answers a running call of a closed epoch INTERRUPTED but lets its tool run on:
+    no cancellation signal (§6.2)."""
+
+    def take_events(self) -> list[ClientEvent]:
+        return [e for e in super().take_events() if not isinstance(e, CancelTool)]
+
+
+class InterruptWithoutClosing(ClientSession):
+    """Sends interrupt for the user's interruption but closes nothing locally: it waits
+    for the server's interrupted (§6.2)."""
+
+    def interrupt(self, reason: InterruptReason, now: float) -> int:
+        self._input(ClientInput.SEND, Interrupt(epoch=self.observed_epoch, reason=reason), now)
+        return self.observed_epoch
+
+
+class InterruptsAnOlderEpoch(ClientSession):
+    """Names the epoch before the observed one in its interrupt (§6.2)."""
+
+    def interrupt(self, reason: InterruptReason, now: float) -> int:
+        epoch = max(0, self.observed_epoch - 1)
+        self._close_epoch(self.observed_epoch, local=True, now=now)
+        self._input(ClientInput.SEND, Interrupt(epoch=epoch, reason=reason), now)
+        return epoch
+
+
+class PingsBeforeReady(ClientSession):
+    """Pings right behind its hello, before ready (§4.4 allows it): correct."""
+
+    def connection_made(self, now: float) -> None:
+        super().connection_made(now)
+        self._write(encode(Ping(), 0), now)
+
+
 def _with(session_class: type[ClientSession]) -> Callable[[Settings], ReferenceClient]:
     def make(settings: Settings) -> ReferenceClient:
         client = Broken(settings)
@@ -230,6 +321,69 @@ def _over_reporting(settings: Settings) -> ReferenceClient:
     return client
 
 
+class CredentialInUrl(ReferenceClient):
+    """Puts VRT_AUTH in the URL's query as well as in hello.auth (§2.1, §5.3)."""
+
+    def make_client(self) -> VrtClient:
+        client = super().make_client()
+        if self.settings.auth:
+            client.url = f"{client.url}/?token={self.settings.auth}"
+        return client
+
+
+class UnregisteredCapability(ReferenceClient):
+    """Offers acme-turbo, neither registered nor x- (§3.4)."""
+
+    def make_client(self) -> VrtClient:
+        client = super().make_client()
+        offered = client.core.offered_capabilities
+        client.core.offered_capabilities = (*offered, "acme-turbo")
+        return client
+
+
+class IgnoresInputFormat(ReferenceClient):
+    """Sends input audio in its preferred format, whatever ready chose (§5.2)."""
+
+    @staticmethod
+    def send_audio(client: VrtClient, ms: int) -> None:
+        payload = tone(ms, INPUT_PREFERENCE)
+        size = frame_bytes(INPUT_PREFERENCE, 20)
+        for offset in range(0, len(payload), size):
+            client.send_audio(payload[offset : offset + size])
+
+
+class Mute(ReferenceClient):
+    """No microphone: ignores '/audio MS' lines (correct, declared --no-audio-input)."""
+
+    @staticmethod
+    def send_audio(client: VrtClient, ms: int) -> None:
+        del client, ms
+
+
+class _Silent(Player):
+    """Plays nothing and so reports nothing."""
+
+    def add(self, item_id: str, seconds: float, now: float) -> None:
+        del item_id, seconds, now
+
+    def stop(self, now: float) -> list[tuple[str, int]]:
+        return []
+
+
+class NoSpeaker(ReferenceClient):
+    """No audio output: never reports playback (correct, declared --no-audio-output)."""
+
+    def __init__(self, settings: Settings) -> None:
+        super().__init__(settings)
+        self.player = _Silent()
+
+
+def _crashes(settings: Settings) -> ReferenceClient:
+    """Dies at once, before connecting (exit 3): the suite must fail fast."""
+    del settings
+    sys.exit(3)
+
+
 VARIANTS: dict[str, Callable[[Settings], ReferenceClient]] = {
     "closed-epoch-runs": _with(NoEpochGate),
     "answers-twice": _with(AnswersTwice),
@@ -239,6 +393,18 @@ VARIANTS: dict[str, Callable[[Settings], ReferenceClient]] = {
     "concurrent-calls": _with(Concurrent),
     "no-resend": _with(NoResend),
     "playback-overreports": _over_reporting,
+    "accepts-any-version": _with(AcceptsAnyVersion),
+    "forgets-closed-epochs": _with(ForgetsClosedEpochs),
+    "no-cancel-signal": _with(NoCancelSignal),
+    "interrupt-without-closing": _with(InterruptWithoutClosing),
+    "interrupts-an-older-epoch": _with(InterruptsAnOlderEpoch),
+    "credential-in-url": CredentialInUrl,
+    "unregistered-capability": UnregisteredCapability,
+    "ignores-input-format": IgnoresInputFormat,
+    "crashes-at-start": _crashes,
+    "pings-before-ready": _with(PingsBeforeReady),
+    "no-speaker": NoSpeaker,
+    "no-microphone": Mute,
 }
 
 

@@ -120,7 +120,7 @@ def env() -> Iterator[Env]:
 
             # Raw clients count their own seq; the fuzzed session never had a frame of
             # its own handled, so seq 1 is next for both.
-            assert env.run(echo()) == ["still", "ok"]
+            assert env.run(echo()) == ["still", " ok"]
         rtts = sorted(env.rtts)
         print(
             f"\nfuzz server: {env.frames} bad frames; bystander: {len(rtts)} round trips, "

@@ -92,7 +92,9 @@ def make_script(rng: random.Random) -> list[Step]:
         roll = rng.random()
         if roll < 0.25:
             count = rng.randint(1, 15)
-            chunk_lines = tuple(("text", f"chunk {k}") for k in range(1, count + 1))
+            chunk_lines = tuple(
+                ("text", f"chunk {k}" if k == 1 else f" chunk {k}") for k in range(1, count + 1)
+            )
             expected = (("turn.state", "thinking"), *chunk_lines, ("turn.state", "idle"))
             steps.append(Step("text", f"burst {count}", expected=expected))
         elif roll < 0.45:
@@ -100,7 +102,7 @@ def make_script(rng: random.Random) -> list[Step]:
             expected = (
                 ("turn.state", "thinking"),
                 ("turn.state", "speaking"),
-                *(("text", word) for word in words),
+                *(("text", word if k == 0 else f" {word}") for k, word in enumerate(words)),
                 ("transcript", " ".join(words)),
                 ("turn.state", "idle"),
             )

@@ -71,9 +71,9 @@ async def test_a_raw_client_converses_interrupts_drops_and_resumes(
     )
     talk = Conversation(client)
 
-    # echo: one chunk per word, a transcript, 10 frames of audio
+    # echo: one chunk per word (the space leads the chunk), a transcript, 10 frames of audio
     items = await talk.say("echo hello world")
-    assert chunks(items) == ["hello", "world"]
+    assert chunks(items) == ["hello", " world"]
     assert len(audio(items)) == 10
 
     # call: tool.stream lifecycle, tool.call, the result
@@ -89,7 +89,7 @@ async def test_a_raw_client_converses_interrupts_drops_and_resumes(
     talk.commands += 1
     calls = await talk.answer_calls(3, "done")
     assert len({c.call_id for c in calls}) == 3
-    assert chunks(await client.until(is_idle)) == ['result ok "done"'] * 3
+    assert "".join(chunks(await client.until(is_idle))) == "\n".join(['result ok "done"'] * 3)
 
     # speak 200: one audio item of 200 ms (10 frames of 20 ms)
     items = await talk.say("speak 200")
@@ -97,7 +97,7 @@ async def test_a_raw_client_converses_interrupts_drops_and_resumes(
     assert len(audio(items)) == 10
 
     # burst 5
-    assert chunks(await talk.say("burst 5")) == [f"chunk {k}" for k in range(1, 6)]
+    assert chunks(await talk.say("burst 5")) == ["chunk 1", *(f" chunk {k}" for k in range(2, 6))]
 
     # server-tool 300: start .. progress .. settled, then "server-tool done"
     items = await talk.say("server-tool 300")
@@ -117,7 +117,7 @@ async def test_a_raw_client_converses_interrupts_drops_and_resumes(
     assert chunks(await talk.say("context?")) == ['{"doc":"notes.md","line":3}']
 
     # plain text: echoed word by word
-    assert chunks(await talk.say("just some words")) == ["just", "some", "words"]
+    assert chunks(await talk.say("just some words")) == ["just", " some", " words"]
 
     # interrupt a reply that is speaking
     await client.text("speak 2000")
@@ -136,7 +136,7 @@ async def test_a_raw_client_converses_interrupts_drops_and_resumes(
     await client.closed()
     assert client.last_seq == first_of_burst + 20
     received = chunks(client.sequenced)
-    assert received[-20:] == [f"chunk {k}" for k in range(1, 21)]
+    assert received[-20:] == ["chunk 1", *(f" chunk {k}" for k in range(2, 21))]
 
     again, resumed = await open_session(
         server.url,
@@ -153,8 +153,8 @@ async def test_a_raw_client_converses_interrupts_drops_and_resumes(
     items = await again.until(is_idle)
     resent = [item.seq for item in items if isinstance(item, Decoded) and item.seq]
     assert resent == list(range(client.last_seq + 1, client.last_seq + 32))  # 30 chunks, idle
-    assert chunks(items) == [f"chunk {k}" for k in range(21, 51)]
-    assert chunks(await talk.say("echo still here")) == ["still", "here"]
+    assert chunks(items) == [f" chunk {k}" for k in range(21, 51)]
+    assert chunks(await talk.say("echo still here")) == ["still", " here"]
 
     # the server stream: every seq once, in order, no gaps, and nothing it did not send
     session = server.session(ready.session_id)
@@ -173,5 +173,6 @@ async def test_a_raw_client_converses_interrupts_drops_and_resumes(
     assert len({t.turn_id for t in thinking}) == talk.commands
     every_chunk = chunks(talk.all_sequenced())
     for k in range(1, 51):
-        assert every_chunk.count(f"chunk {k}") == (2 if k <= 5 else 1)
+        chunk = f"chunk {k}" if k == 1 else f" chunk {k}"
+        assert every_chunk.count(chunk) == (2 if k <= 5 else 1)
     assert not any(matches(item, "error") for item in items)

@@ -143,7 +143,7 @@ async def test_opening__control_message__kept_and_handled_after_ready(
     first = await client.recv()
     assert isinstance(first, Decoded)
     assert isinstance(first.message, Ready), client.format_log()
-    assert chunks(await client.until(is_idle)) == ["right", "away"]
+    assert chunks(await client.until(is_idle)) == ["right", " away"]
 
 
 async def test_opening__control_messages__kept_in_order_while_held(

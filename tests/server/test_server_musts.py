@@ -1064,8 +1064,8 @@ class TestSection7Tools:
             await answer(client, call, n)
         assert chunks(await client.until(is_idle)) == [
             "result ok 0",
-            "result ok 1",
-            "result ok 2",
+            "\nresult ok 1",
+            "\nresult ok 2",
         ]
 
 
@@ -1648,7 +1648,7 @@ class TestSection11Limits:
             await answer(client, call, 1)
         items = await client.until(is_idle)
         assert not of_type(items, ToolCall)
-        assert chunks(items) == ["result ok 1", "result ok 1", "result error FAILED"]
+        assert chunks(items) == ["result ok 1", "\nresult ok 1", "\nresult error FAILED"]
 
     async def test_a_flood_of_invalid_frames_is_rate_limited(
         self, start: StartServer, open_session: OpenSession

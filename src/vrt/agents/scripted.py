@@ -10,11 +10,15 @@ The user's text is split on whitespace; the command is the first word, matched
 exactly (case-sensitive). Every reply below is one turn that begins with
 ``turn.state thinking`` (a new epoch, §6.1) and ends with ``turn.state idle``, unless
 it is interrupted first; then nothing more of it is sent. "Chunk" means one agent
-``text`` message; "compact JSON" means ``json.dumps(value, separators=(",", ":"))``.
+``text`` message. The chunks of a turn concatenate to its reply text, as a model's
+streamed chunks do: a separator (a space, a newline) belongs to the chunk that follows
+it. "Compact JSON" means ``json.dumps(value, separators=(",", ":"))``.
 
 ``echo WORDS``
-    ``turn.state speaking``; one chunk per word, in order; a final agent
-    ``transcript`` of the words joined by single spaces; one audio item
+    ``turn.state speaking``; one chunk per word, in order, every chunk but the first
+    beginning with a space (``echo hello world``: ``hello``, `` world``), so the reply
+    text is the words joined by single spaces; a final agent ``transcript`` of that
+    text; one audio item
     (``audio.start``) of 200 ms of a 440 Hz tone at 0.2 of full scale in the session's
     output format, written at once as 20 ms frames (10 frames); ``idle``.
 ``call TOOL JSON``
@@ -31,7 +35,9 @@ it is interrupted first; then nothing more of it is sent. "Chunk" means one agen
 ``calls N TOOL JSON``
     As ``call``, but N calls (N a decimal integer, 0 to 1000) in one acting turn:
     each started, streamed and issued back to back without waiting, then all awaited,
-    then one chunk per call in call order (``result ok ...`` / ``result error CODE``).
+    then one chunk per call in call order (``result ok ...`` / ``result error CODE``),
+    every chunk but the first beginning with a newline: the reply text has one line per
+    call.
     Calls beyond the server's bound on pending calls settle ``FAILED``.
 ``speak MS``
     ``turn.state speaking``; one audio item of MS ms (0 to 600000) of the tone,
@@ -39,8 +45,9 @@ it is interrupted first; then nothing more of it is sent. "Chunk" means one agen
     event loop clock (the last frame may be shorter); ``idle``. MS = 0 sends no audio
     item.
 ``burst N``
-    N chunks ``chunk 1`` ... ``chunk N`` (N from 0 to 10000) written without yielding
-    to the event loop; ``idle``.
+    N chunks ``chunk 1``, `` chunk 2`` ... `` chunk N`` (N from 0 to 10000; the reply
+    text is ``chunk 1 chunk 2 ... chunk N``) written without yielding to the event
+    loop; ``idle``.
 ``server-tool MS``
     ``turn.state acting``; a server-side call of ``server.sleep`` (MS from 0 to
     600000): start, its arguments ``{"ms":MS}`` as one delta, issued with
@@ -107,7 +114,7 @@ import asyncio
 import functools
 import json
 import logging
-from collections.abc import Coroutine
+from collections.abc import Callable, Coroutine
 from typing import Any, Final
 
 from ..audio import EnergyVad, frame_bytes, tone
@@ -154,6 +161,15 @@ def _compact(value: Any) -> str:
     return json.dumps(value, separators=(",", ":"))
 
 
+def _sorted_keys(value: Any) -> Any:
+    """``value`` with every object's keys in sorted order (``context?`` prints it so)."""
+    if isinstance(value, dict):
+        return {key: _sorted_keys(value[key]) for key in sorted(value)}
+    if isinstance(value, list):
+        return [_sorted_keys(item) for item in value]
+    return value
+
+
 def _reject_constant(name: str) -> Any:
     # NaN and Infinity are not JSON (RFC 8259) and could not go on the wire.
     raise ValueError(f"{name} is not JSON")
@@ -174,11 +190,11 @@ def _parse_count(word: str | None, maximum: int) -> int | None:
     return value if value <= maximum else None
 
 
-def _result_text(settled: ToolSettled | None) -> str:
+def _result_text(settled: ToolSettled | None, json_text: Callable[[Any], str]) -> str:
     if settled is None:
         return "result error FAILED"
     if settled.ok:
-        return f"result ok {_compact(settled.output)}"
+        return f"result ok {json_text(settled.output)}"
     return f"result error {settled.code or 'FAILED'}"
 
 
@@ -203,8 +219,8 @@ def echo(turn: Turn, words: list[str]) -> None:
     transcript, 200 ms of tone as 20 ms frames, idle. Stops once the turn is over."""
     if not turn.state("speaking"):
         return
-    for word in words:
-        if not turn.text(word):
+    for k, word in enumerate(words):
+        if not turn.text(word if k == 0 else f" {word}"):
             return
     if not turn.transcript(" ".join(words)):
         return
@@ -224,6 +240,12 @@ class ScriptedAgent:
 
     input_formats: tuple[Format, ...] = SCRIPTED_FORMATS
     output_formats: tuple[Format, ...] = SCRIPTED_FORMATS
+
+    @staticmethod
+    def json_text(value: Any) -> str:
+        """How the replies print JSON (tool outputs, the context): compact. The contract
+        lets an agent print it in any spacing; clients compare it parsed."""
+        return _compact(value)
 
     def __init__(self, *, vad_threshold: float = 0.02, hangover_ms: float = 300.0) -> None:
         #: The last playback report per item id (§8.4).
@@ -308,7 +330,7 @@ class ScriptedAgent:
         if command == "burst":
             self._burst(turn, words[1] if len(words) > 1 else None)
         elif command == "context?":
-            if turn.text(json.dumps(session.context, separators=(",", ":"), sort_keys=True)):
+            if turn.text(self.json_text(_sorted_keys(session.context))):
                 turn.end()
         else:
             echo(turn, words[1:] if command == "echo" else words)
@@ -332,7 +354,7 @@ class ScriptedAgent:
             return
         pending = _issue(turn, parts[1], arguments)
         settled = await pending if pending is not None else None
-        if turn.text(_result_text(settled)):
+        if turn.text(_result_text(settled, self.json_text)):
             turn.end()
 
     async def _calls(self, turn: Turn, text: str) -> None:
@@ -351,8 +373,9 @@ class ScriptedAgent:
         pending = [_issue(turn, parts[2], arguments) for _ in range(count)]
         issued = [future for future in pending if future is not None]
         results = iter(await asyncio.gather(*issued))
-        for future in pending:
-            if not turn.text(_result_text(next(results) if future is not None else None)):
+        for k, future in enumerate(pending):
+            line = _result_text(next(results) if future is not None else None, self.json_text)
+            if not turn.text(line if k == 0 else f"\n{line}"):
                 return
         turn.end()
 
@@ -383,7 +406,7 @@ class ScriptedAgent:
             self._usage(turn, "burst N")
             return
         for k in range(1, count + 1):
-            if not turn.text(f"chunk {k}"):
+            if not turn.text(f"chunk {k}" if k == 1 else f" chunk {k}"):
                 return
         turn.end()
 

@@ -14,7 +14,9 @@ Environment (set by the suite):
 - ``VRT_CONFORMANCE_LOG``: a file to append one JSON line to when a tool starts
   (``{"callId", "name", "arguments"}``) and when it finishes
   (``{"event": "finished", "callId"}``);
-- ``VRT_SAY``: lines to send as user text after the first ``ready`` (optional);
+- ``VRT_SAY``: lines to perform after the first ``ready`` (optional): each is sent as
+  user text, except ``/interrupt`` (a client-initiated interrupt, §6.2), ``/audio MS``
+  (MS milliseconds of input audio in ``ready.input``'s format) and ``/sleep MS``;
 - ``VRT_CAPABILITIES``: capabilities to offer, comma separated (optional);
 - ``VRT_AUTH``: the credential for ``hello.auth`` (optional);
 - ``VRT_PING_INTERVAL``: the ping interval in seconds (optional; default 15).
@@ -25,12 +27,14 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import re
 import sys
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Final
 
+from ..audio import frame_bytes, tone
 from ..client import (
     AudioChunk,
     ClientTool,
@@ -45,13 +49,26 @@ from ..client import (
     declared_tool,
     tool,
 )
-from ..protocol.messages import Tool
+from ..protocol.messages import Format, Tool
 
-__all__ = ["Player", "ReferenceClient", "Settings", "ToolLog", "conformance_tools", "main"]
+__all__ = [
+    "INPUT_PREFERENCE",
+    "Player",
+    "ReferenceClient",
+    "Settings",
+    "ToolLog",
+    "conformance_tools",
+    "main",
+]
 
 RECORD = "conformance.record"
 SLOW = "conformance.slow"
 FAIL = "conformance.fail"
+#: The input format the client prefers (hello.input): not pcm16 at 24000 Hz, so that the
+#: suite judges both its choice of that format and of the preferred one (§5.2, §8.2).
+INPUT_PREFERENCE: Final = Format(encoding="pcm16", sample_rate=16000)
+#: ``/audio MS`` and ``/sleep MS`` lines of VRT_SAY.
+_TIMED_COMMAND: Final = re.compile(r"/(audio|sleep) (\d+)")
 
 
 @dataclass(frozen=True)
@@ -167,6 +184,7 @@ class ReferenceClient:
         self.log = ToolLog(settings.log)
         self.player = Player()
         self.said = False
+        self._script: asyncio.Task[None] | None = None
 
     def make_client(self) -> VrtClient:
         s = self.settings
@@ -175,6 +193,7 @@ class ReferenceClient:
             tools=conformance_tools(self.log),
             auth=s.auth,
             capabilities=s.capabilities,
+            input=INPUT_PREFERENCE,
             ping_interval=s.ping_interval,
         )
 
@@ -183,9 +202,33 @@ class ReferenceClient:
         await client.connect()
         if not self.said:  # VRT_SAY goes once, into the first session only
             self.said = True
-            for line in self.settings.say:
-                await client.send_text(line)
+            self._script = asyncio.get_running_loop().create_task(self.perform(client))
         return client
+
+    async def perform(self, client: VrtClient) -> None:
+        """The lines of VRT_SAY, in order, while the session's events are handled."""
+        for line in self.settings.say:
+            timed = _TIMED_COMMAND.fullmatch(line)
+            if line == "/interrupt":
+                await client.interrupt("user")
+            elif timed is not None and timed.group(1) == "sleep":
+                await asyncio.sleep(int(timed.group(2)) / 1000)
+            elif timed is not None:
+                self.send_audio(client, int(timed.group(2)))
+            else:
+                await client.send_text(line)
+
+    @staticmethod
+    def send_audio(client: VrtClient, ms: int) -> None:
+        """``ms`` of a tone in the session's input format, as 20 ms frames at once."""
+        fmt = client.core.input
+        if fmt is None or fmt.encoding == "opus":
+            print(f"reference client: cannot make {fmt} audio", file=sys.stderr)
+            return
+        payload = tone(ms, fmt)
+        size = frame_bytes(fmt, 20)
+        for offset in range(0, len(payload), size):
+            client.send_audio(payload[offset : offset + size])
 
     async def run(self) -> int:
         while True:

@@ -11,9 +11,7 @@ every server message is also checked against the schemas.
 :attr:`Connection.received` (nothing is ever lost between calls), a cursor walks it
 (:meth:`~Connection.recv`, :meth:`~Connection.until`, :meth:`~Connection.expect`), and
 every frame in both directions goes to a shared :class:`FrameLog` that a failing check
-shows. :class:`Session` is one vRT session across connections: ``hello`` and ``ready``,
-the server stream's ``lastSeq`` (with duplicates and gaps noted), the client's own
-:class:`~vrt.protocol.streams.OutgoingStream` for resends, and resumes (§5.4).
+shows. A session across connections is :class:`vrt.conformance.wire_session.Session`.
 """
 
 from __future__ import annotations
@@ -22,17 +20,16 @@ import asyncio
 import contextlib
 import json
 import time
-from collections.abc import Callable, Collection, Mapping
-from dataclasses import dataclass, field
-from typing import Any, Final, Protocol
+from collections.abc import AsyncIterator, Callable, Collection, Mapping
+from dataclasses import dataclass
+from typing import Any, Final
 
 from websockets.asyncio.client import ClientConnection, connect
 from websockets.exceptions import ConnectionClosed
 
-from ..protocol.codec import Invalid, decode_client, decode_server
+from ..protocol.codec import Invalid, decode_server
 from ..protocol.frames import AudioFrame, FrameKind, build_frame, parse_frame
 from ..protocol.messages import ServerMessage
-from ..protocol.streams import OutgoingStream
 
 __all__ = [
     "Closed",
@@ -40,10 +37,7 @@ __all__ = [
     "FrameLog",
     "Incoming",
     "NoFrame",
-    "Opener",
     "Refused",
-    "Session",
-    "Turn",
     "WireError",
     "audio_frame",
     "compact",
@@ -271,55 +265,72 @@ class Connection:
             self._signal.set()
 
     def _arrived(self, data: str | bytes) -> None:
-        at = time.monotonic()
-        index = len(self.received)
-        if isinstance(data, bytes):
-            frame = parse_frame(data, "client")
-            if isinstance(frame, Invalid):
-                item = Incoming(
-                    self.label, index, at, data, True, "invalid", 0, invalid=frame.reason
-                )
-                seq: int | None = None
-            else:
-                item = Incoming(self.label, index, at, data, True, "audio", frame.seq, audio=frame)
-                seq = frame.seq
-            self.log.add(self.label, "<", seq, _shown(data, True))
-        else:
-            raw = data.encode("utf-8", "surrogatepass")
-            parsed = _parse(raw)
-            decoded = decode_server(raw)
-            if isinstance(decoded, Invalid):
-                item = Incoming(
-                    self.label,
-                    index,
-                    at,
-                    raw,
-                    False,
-                    "invalid",
-                    _seq_of(parsed) or 0,
-                    data=parsed,
-                    invalid=f"{decoded.code}: {decoded.reason}",
-                )
-                self.log.add(
-                    self.label, "<", _seq_of(parsed), f"{_shown(raw, False)}   [INVALID: {decoded}]"
-                )
-            else:
-                item = Incoming(
-                    self.label,
-                    index,
-                    at,
-                    raw,
-                    False,
-                    decoded.message.TYPE,
-                    decoded.seq,
-                    data=parsed,
-                    message=decoded.message,
-                )
-                self.log.add(self.label, "<", decoded.seq, _shown(raw, False))
+        item = self._decode(data)
+        note = f"   [INVALID: {item.invalid}]" if item.invalid and not item.binary else ""
+        self.log.add(
+            self.label,
+            "<",
+            None if item.type == "invalid" and item.binary else item.seq,
+            _shown(item.raw, item.binary) + note,
+        )
         self.received.append(item)
         for listener in self.listeners:
             listener(item)
         self._signal.set()
+
+    def _decode(self, data: str | bytes) -> Incoming:
+        """One frame as the suite judges it: decoded by the protocol core (audio by
+        :func:`parse_frame`, text by :func:`decode_server`, schemas included)."""
+        at, index = time.monotonic(), len(self.received)
+        if isinstance(data, bytes):
+            frame = parse_frame(data, "client")
+            if isinstance(frame, Invalid):
+                return Incoming(
+                    self.label,
+                    index,
+                    at,
+                    raw=data,
+                    binary=True,
+                    type="invalid",
+                    seq=0,
+                    invalid=frame.reason,
+                )
+            return Incoming(
+                self.label,
+                index,
+                at,
+                raw=data,
+                binary=True,
+                type="audio",
+                seq=frame.seq,
+                audio=frame,
+            )
+        raw = data.encode("utf-8", "surrogatepass")
+        parsed = _parse(raw)
+        decoded = decode_server(raw)
+        if isinstance(decoded, Invalid):
+            return Incoming(
+                self.label,
+                index,
+                at,
+                raw=raw,
+                binary=False,
+                type="invalid",
+                seq=_seq_of(parsed) or 0,
+                data=parsed,
+                invalid=f"{decoded.code}: {decoded.reason}",
+            )
+        return Incoming(
+            self.label,
+            index,
+            at,
+            raw=raw,
+            binary=False,
+            type=decoded.message.TYPE,
+            seq=decoded.seq,
+            data=parsed,
+            message=decoded.message,
+        )
 
     @property
     def close_code(self) -> int | None:
@@ -425,6 +436,30 @@ class Connection:
         items = await self.until(last_pong, timeout, "pong")
         return [i for i in items if i.type != "pong"]
 
+    @contextlib.asynccontextmanager
+    async def kept_alive(self, interval: float = 1.0) -> AsyncIterator[None]:
+        """Ping every ``interval`` seconds meanwhile, as a client does (§4.4): a long wait
+        must not end in the server's heartbeat timeout."""
+
+        async def ping() -> None:
+            with contextlib.suppress(WireError):
+                while True:
+                    await asyncio.sleep(interval)
+                    await self.send({"v": 1, "seq": 0, "type": "ping"})
+
+        task = asyncio.get_running_loop().create_task(ping())
+        try:
+            yield
+        finally:
+            task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+
+    async def settle(self, quiet: float = 0.3) -> list[Incoming]:
+        """Every frame the server sends before the pong of a ``ping`` sent now, and for
+        ``quiet`` seconds after it: what the frames sent so far made it do."""
+        return await self.barrier() + await self.quiet(quiet)
+
     async def quiet(self, seconds: float) -> list[Incoming]:
         """Every frame that arrives within ``seconds`` (stops early on a close)."""
         loop = asyncio.get_running_loop()
@@ -485,282 +520,3 @@ class Connection:
             self._reader.cancel()
             with contextlib.suppress(BaseException):
                 await self._reader
-
-
-# --- session --------------------------------------------------------------------------
-
-
-class Opener(Protocol):
-    """What a :class:`Session` opens its connections with (the check's context)."""
-
-    async def connect(self, *, auto_ack: bool = False) -> Connection: ...
-
-
-@dataclass(slots=True)
-class Turn:
-    """A turn of the agent as the suite saw it: every sequenced message of ``turn_id``
-    and every other sequenced message that arrived while it ran."""
-
-    turn_id: str
-    epoch: int
-    items: list[Incoming] = field(default_factory=list)
-    ended: str = ""  # "idle" or "interrupted"
-
-    def texts(self) -> list[str]:
-        return [
-            str(i.get("text"))
-            for i in self.items
-            if i.type == "text" and i.get("turnId") == self.turn_id
-        ]
-
-    def of(self, type_: str) -> list[Incoming]:
-        return [i for i in self.items if i.type == type_]
-
-
-class Session:
-    """One vRT session as the suite drives it, across connections (§5)."""
-
-    def __init__(self, opener: Opener, hello: dict[str, Any], *, auto_ack: bool = False) -> None:
-        self.opener = opener
-        self.hello = hello
-        self.auto_ack = auto_ack
-        self.conn: Connection | None = None
-        self.connections: list[Connection] = []
-        self.ready: Incoming | None = None
-        #: The client's own resumable stream (§4.1): numbers, keeps and resends.
-        self.out = OutgoingStream()
-        #: The bytes of every sequenced message sent, by seq (kept even once acked).
-        self.sent: dict[int, bytes] = {}
-        #: The server stream: the highest seq handled (the client's lastSeq, §4.2).
-        self.last_seq = 0
-        #: First arrival of every server seq, in order.
-        self.unique: list[Incoming] = []
-        #: Server messages with seq <= lastSeq when they arrived (resends, duplicates).
-        self.duplicates: list[Incoming] = []
-        #: Where the server stream skipped ahead (a conforming server never does).
-        self.gaps: list[str] = []
-        #: Every server ack: ``(upTo, the client's last seq when it arrived)``.
-        self.acks: list[tuple[int, int]] = []
-        #: Every frame received on any of the session's connections.
-        self.received: list[Incoming] = []
-
-    # -- opening and resuming --
-
-    @classmethod
-    async def open(
-        cls,
-        opener: Opener,
-        hello: dict[str, Any],
-        *,
-        auto_ack: bool = False,
-        timeout: float = 5.0,
-    ) -> Session:
-        """Connect, send ``hello`` (members given in wire names) and wait for ``ready``."""
-        session = cls(opener, hello, auto_ack=auto_ack)
-        conn = await session._connect()
-        await conn.send({"v": 1, "seq": 0, "type": "hello", **hello})
-        session.ready = await conn.expect_ready(timeout)
-        return session
-
-    async def _connect(self) -> Connection:
-        conn = await self.opener.connect(auto_ack=self.auto_ack)
-        conn.listeners.append(self._on_item)
-        self.conn = conn
-        self.connections.append(conn)
-        return conn
-
-    async def resume(
-        self,
-        resume_from: int | None = None,
-        *,
-        hello: dict[str, Any] | None = None,
-        resend: bool = True,
-        timeout: float = 5.0,
-    ) -> Incoming:
-        """Open a new connection and resume: ``hello`` with ``sessionId`` and
-        ``resumeFrom`` (default: lastSeq), then, on ``ready``, resend every kept
-        message after its ``resumedFrom`` (§5.4). ``hello`` replaces the members other
-        than ``sessionId`` and ``resumeFrom`` (default: the opening hello's ``auth``)."""
-        members = dict(hello) if hello is not None else self.auth_members()
-        members["sessionId"] = self.session_id
-        members["resumeFrom"] = self.last_seq if resume_from is None else resume_from
-        conn = await self._connect()
-        await conn.send({"v": 1, "seq": 0, "type": "hello", **members})
-        ready = await conn.expect_ready(timeout)
-        self.ready = ready
-        resumed_from = ready.get("resumedFrom")
-        if resend and type(resumed_from) is int:
-            kept = self.out.resend_after(resumed_from)
-            if kept is None:
-                raise WireError(
-                    f"ready.resumedFrom is {resumed_from}, but the suite sent only up to seq "
-                    f"{self.out.last_seq}: the server claims messages that were never sent"
-                )
-            for data in kept:
-                await conn.send(data.decode())
-        return ready
-
-    def auth_members(self) -> dict[str, Any]:
-        return {"auth": self.hello["auth"]} if "auth" in self.hello else {}
-
-    @property
-    def session_id(self) -> str:
-        assert self.ready is not None
-        return str(self.ready.get("sessionId"))
-
-    @property
-    def capabilities(self) -> tuple[str, ...]:
-        assert self.ready is not None
-        caps = self.ready.get("capabilities")
-        return tuple(caps) if isinstance(caps, list) else ()
-
-    def _on_item(self, item: Incoming) -> None:
-        self.received.append(item)
-        if item.type == "ack":
-            up_to = item.get("upTo")
-            if type(up_to) is int:
-                self.acks.append((up_to, self.out.last_seq))
-                self.out.ack(up_to)
-        if not item.sequenced:
-            return
-        if item.seq <= self.last_seq:
-            self.duplicates.append(item)
-            return
-        if item.seq != self.last_seq + 1:
-            self.gaps.append(f"seq {item.seq} followed seq {self.last_seq}: {item}")
-        self.last_seq = item.seq
-        self.unique.append(item)
-
-    # -- sending --
-
-    @property
-    def current(self) -> Connection:
-        assert self.conn is not None, "the session has no connection"
-        return self.conn
-
-    @property
-    def next_seq(self) -> int:
-        """The seq the next sequenced message of the client takes."""
-        return self.out.last_seq + 1
-
-    async def send(self, type_: str, **members: Any) -> int:
-        """A sequenced client message with the next seq (members in wire names), kept
-        for resends; returns its seq."""
-        text = compact({"v": 1, "seq": self.next_seq, "type": type_, **members})
-        return await self.send_counted(text)
-
-    async def send_counted(self, text: str) -> int:
-        """Send ``text``, a valid sequenced client message that carries the next seq
-        (in any spelling), as it is; it is kept for resends. Returns its seq."""
-        decoded = decode_client(text)
-        if isinstance(decoded, Invalid):
-            raise ValueError(f"the suite built an invalid message: {decoded} ({text})")
-        seq = self.next_seq
-        if decoded.seq != seq:
-            raise ValueError(f"the message carries seq {decoded.seq}, the next is {seq}")
-        self.out.send(decoded.message)
-        self.sent[seq] = text.encode("utf-8", "surrogatepass")
-        await self.current.send(text)
-        return seq
-
-    def skip_seqs(self, count: int) -> None:
-        """Leave a gap of ``count`` seqs in the client stream (§4.3 tests)."""
-        self.out = OutgoingStream(self.out.max_kept, last_seq=self.out.last_seq + count)
-
-    async def resend(self, seq: int) -> None:
-        """Send again, byte for byte, the sequenced message sent as ``seq``."""
-        await self.current.send(self.sent[seq].decode("utf-8", "surrogatepass"))
-
-    async def text(self, text: str) -> int:
-        return await self.send("text", text=text)
-
-    async def ack(self) -> None:
-        await self.current.send({"v": 1, "seq": 0, "type": "ack", "upTo": self.last_seq})
-
-    def drop(self) -> None:
-        """Lose the current connection without a close frame."""
-        self.current.abort()
-
-    # -- the agent's turns --
-
-    async def turn(
-        self,
-        after: int,
-        timeout: float = 5.0,
-        *,
-        ours: Callable[[Turn], bool] | None = None,
-    ) -> Turn:
-        """The first turn that begins after server seq ``after`` (and for which ``ours``
-        holds, once it ended), read from the session's history and then the wire until
-        it ends (``idle``) or is interrupted.
-
-        A turn interrupted by the suite's own next text is not the one it asked for:
-        with ``ours`` given, a turn it rejects is dropped and the next one is followed.
-        """
-        found: Turn | None = None
-        items: list[Incoming] = []
-        seen: set[int] = set()
-
-        def done(item: Incoming) -> bool:
-            nonlocal found
-            if item.sequenced:
-                if item.seq in seen:
-                    return False
-                seen.add(item.seq)
-            if item.seq <= after and item.sequenced:
-                return False
-            items.append(item)
-            ended = ""
-            if item.type == "turn.state":
-                if found is None:
-                    found = Turn(str(item.get("turnId")), _int(item.get("epoch")))
-                if item.get("turnId") == found.turn_id and item.get("state") == "idle":
-                    ended = "idle"
-            elif (
-                item.type == "interrupted"
-                and found is not None
-                and _int(item.get("epoch")) >= found.epoch
-            ):
-                ended = "interrupted"
-            if not ended or found is None:
-                return False
-            found.ended = ended
-            found.items = list(items)
-            if ours is None or ours(found):
-                return True
-            found = None
-            items.clear()
-            return False
-
-        conn = self.current
-        history = list(self.received)
-        conn.cursor = len(conn.received)
-        for item in history:
-            if done(item):
-                assert found is not None
-                return found
-        await conn.until(done, timeout, "end of the agent's turn")
-        assert found is not None
-        return found
-
-    def find(self, type_: str, where: Callable[[Incoming], bool] | None = None) -> list[Incoming]:
-        """Every distinct message of ``type_`` received in the session (first arrivals)."""
-        pool = self.unique if type_ not in TRANSIENT and type_ != "audio" else self.received
-        return [i for i in pool if i.type == type_ and (where is None or where(i))]
-
-    async def reply(self, text: str, timeout: float = 5.0, *, expect: str | None = None) -> Turn:
-        """Send user ``text`` and read the agent's turn answering it, to its end; with
-        ``expect``, the turn whose text chunks include it."""
-        after = self.last_seq
-        await self.text(text)
-        if expect is None:
-            return await self.turn(after, timeout, ours=lambda t: t.ended == "idle")
-        return await self.turn(after, timeout, ours=lambda t: expect in t.texts())
-
-    async def close(self) -> None:
-        for conn in self.connections:
-            await conn.close()
-
-
-def _int(value: Any) -> int:
-    return value if type(value) is int else -1

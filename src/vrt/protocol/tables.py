@@ -26,6 +26,7 @@ from .messages import ToolStreamPhase
 
 __all__ = [
     "CLIENT_TABLE",
+    "SERVER_EFFECTS",
     "SERVER_TABLE",
     "TOOL_STREAM_MEMBERS",
     "TOOL_STREAM_NEXT",
@@ -34,6 +35,7 @@ __all__ = [
     "ClientInput",
     "ClientState",
     "CompiledRows",
+    "Effect",
     "Row",
     "ServerAction",
     "ServerInput",
@@ -239,6 +241,36 @@ SERVER_TABLE: Final = Transitions(
     ),
     live=(_SS.AWAITING_HELLO, _SS.OPENING, _SS.OPEN),
 )
+
+
+class Effect(msgspec.Struct, frozen=True, kw_only=True):
+    """What a peer observes of an action: the ``error`` it sends (with its recoverable
+    flag, and whether its seq is 0 because no session is bound, §4.1) and the close code
+    it ends the connection with."""
+
+    error: str | None = None
+    recoverable: bool | None = None
+    seq_zero: bool = False
+    close: int | None = None
+
+
+#: The observable effect of each server action that sends an error or closes; every
+#: other action sends neither. The conformance suite judges a server by these.
+SERVER_EFFECTS: Final[Mapping[ServerAction, Effect]] = {
+    _SA.NO_SESSION: Effect(error="NO_SESSION", recoverable=False, seq_zero=True),
+    _SA.DUPLICATE_HELLO: Effect(error="DUPLICATE_HELLO", recoverable=True),
+    _SA.REFUSE_UNAUTHORIZED: Effect(
+        error="UNAUTHORIZED", recoverable=False, seq_zero=True, close=4401
+    ),
+    _SA.REFUSE_RESUME: Effect(error="RESUME_FAILED", recoverable=False, seq_zero=True, close=4404),
+    _SA.REFUSE_START: Effect(error="START_FAILED", recoverable=False, close=1011),
+    _SA.INVALID: Effect(recoverable=True),
+    _SA.RATE_LIMIT: Effect(error="RATE_LIMITED", recoverable=False, close=1008),
+    _SA.CLOSE_REPLACED: Effect(close=4000),
+    _SA.CLOSE_HEARTBEAT: Effect(close=4408),
+    _SA.CLOSE_HELLO_TIMEOUT: Effect(close=1008),
+    _SA.SHUTDOWN: Effect(error="SERVER_SHUTDOWN", recoverable=False, close=1001),
+}
 
 
 # --- §5.1, client behaviour -----------------------------------------------------------
