@@ -1,0 +1,143 @@
+/**
+ * The client under test for `vrt conformance client`, as a page: the conformance
+ * contract (conformance/README.md, "What a client under test must do") on the browser
+ * SDK, with the real audio pipeline (Speaker) playing and reporting output audio.
+ * client-under-test.mjs starts Chromium on it and relays the contract: the
+ * environment comes in as `window.vrtConformance`; tool log lines go out through the
+ * `vrtLog` binding, the exit status through `vrtExit`.
+ */
+import { ToolError, VrtClient, type ToolContext, type VrtEvent } from "../src/index.js";
+import { Speaker } from "../src/audio/index.js";
+import { jsonSchema } from "../src/json-schema.js";
+
+interface Settings {
+  url: string;
+  say: string[];
+  capabilities: string[];
+  auth: string | null;
+  pingIntervalMs: number | null;
+  audio: "speaker" | "none";
+}
+
+declare global {
+  interface Window {
+    vrtConformance: Settings;
+    vrtLog(line: string): Promise<void>;
+    vrtExit(code: number, why: string): Promise<void>;
+  }
+}
+
+const settings = window.vrtConformance;
+const INTERRUPT_LINE = "/interrupt";
+
+function log(entry: unknown): void {
+  void window.vrtLog(JSON.stringify(entry));
+}
+
+function sleep(ms: number, signal: AbortSignal): Promise<void> {
+  return new Promise((resolve) => {
+    const timer = setTimeout(resolve, ms);
+    signal.addEventListener("abort", () => {
+      clearTimeout(timer);
+      resolve(); // cooperative cancellation: stop early; the result is discarded (§7.2)
+    });
+  });
+}
+
+async function logged<T>(name: string, args: unknown, context: ToolContext, body: () => Promise<T>): Promise<T> {
+  log({ callId: context.callId, name, arguments: args });
+  try {
+    return await body();
+  } finally {
+    log({ event: "finished", callId: context.callId });
+  }
+}
+
+function makeClient(): VrtClient {
+  const client = new VrtClient(settings.url, {
+    validator: jsonSchema,
+    ...(settings.capabilities.length ? { capabilities: settings.capabilities } : {}),
+    ...(settings.auth !== null ? { auth: settings.auth } : {}),
+    ...(settings.pingIntervalMs !== null ? { pingIntervalMs: settings.pingIntervalMs } : {}),
+  });
+  client.tool("conformance.record", { description: "Return the arguments." }, (args, context) =>
+    logged("conformance.record", args, context, async () => args),
+  );
+  client.tool(
+    "conformance.slow",
+    {
+      description: "Sleep ms milliseconds; stops early when cancelled.",
+      parameters: { type: "object", properties: { ms: { type: "integer" } }, required: ["ms"] },
+    },
+    (args: { ms: number }, context) =>
+      logged("conformance.slow", args, context, async () => {
+        await sleep(args.ms, context.signal);
+        return { slept: args.ms };
+      }),
+  );
+  client.tool("conformance.fail", { description: "Always fail." }, (args, context) =>
+    logged("conformance.fail", args, context, async () => {
+      throw new ToolError("FAILED", "conformance.fail always fails");
+    }),
+  );
+  return client;
+}
+
+let said = false;
+let audioContext: AudioContext | null = null;
+
+/** Runs one session; "done" (the server closed with 1000), "new-session" (RESUME_FAILED) or "stopped". */
+async function serve(client: VrtClient, events: AsyncIterableIterator<VrtEvent>, speaker: Speaker | null): Promise<string> {
+  let failure: string | null = null;
+  try {
+    for await (const event of events) {
+      if (event.type === "sessionFailed") failure = event.code;
+      else if (event.type === "disconnected" && event.code === 1000) return "done";
+      else if (event.type === "closed") break;
+    }
+  } finally {
+    speaker?.close();
+    await client.close();
+  }
+  return failure === "RESUME_FAILED" ? "new-session" : "stopped";
+}
+
+async function main(): Promise<void> {
+  for (;;) {
+    const client = makeClient();
+    const events = client.events(); // subscribed before connect: every event is seen
+    let speaker: Speaker | null = null;
+    if (settings.audio === "speaker") {
+      audioContext ??= new AudioContext({ latencyHint: "interactive" });
+      await audioContext.resume();
+      speaker = await Speaker.start(client, audioContext);
+    }
+    const outcome = serve(client, events, speaker);
+    try {
+      await client.connect();
+    } catch (error) {
+      await window.vrtExit(1, `browser client: ${String(error)}`);
+      return;
+    }
+    if (!said) {
+      // VRT_SAY goes once, into the first session only.
+      said = true;
+      for (const line of settings.say) {
+        if (line === INTERRUPT_LINE) client.interrupt("user");
+        else client.sendText(line);
+      }
+    }
+    const result = await outcome;
+    if (result === "done") {
+      await window.vrtExit(0, "the server closed with 1000");
+      return;
+    }
+    if (result !== "new-session") {
+      await window.vrtExit(1, `browser client: the session ended (${result})`);
+      return;
+    }
+    console.error("browser client: RESUME_FAILED; opening a new session");
+  }
+}
+
+void main();

@@ -1,0 +1,1 @@
+// the demo page (written next)
