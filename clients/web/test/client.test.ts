@@ -229,7 +229,7 @@ describe("heartbeat (§4.4)", () => {
     r.clock.advance(2499);
     assert.equal(s.closed, null);
     r.clock.advance(1);
-    assert.equal(s.closed?.code, 4000);
+    assert.equal((s.closed as { code?: number } | null)?.code, 4000);
     r.clock.advance(1000);
     assert.equal(r.sockets.length, 2);
   });
