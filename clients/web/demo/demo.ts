@@ -5,7 +5,9 @@
  * trip. `vrt demo` serves it next to a server with the scripted agent. The page's
  * objects are on `window.vrtDemo` for the browser tests.
  */
+import * as core from "../src/index.js";
 import { VrtClient, type VrtEventMap } from "../src/index.js";
+import * as audio from "../src/audio/index.js";
 import { Microphone, Speaker, preferredFormats } from "../src/audio/index.js";
 import { jsonSchema } from "../src/json-schema.js";
 
@@ -18,9 +20,12 @@ interface Demo {
   microphone: Microphone | null;
   audio: AudioContext | null;
   toolsRun: string[];
+  /** What the speaker reported at each stop (§8.4). */
+  playbacks: Array<Array<{ itemId: string; playedMs: number }>>;
 }
-const demo: Demo = { client: null, speaker: null, microphone: null, audio: null, toolsRun: [] };
-(window as unknown as { vrtDemo: Demo }).vrtDemo = demo;
+const demo: Demo = { client: null, speaker: null, microphone: null, audio: null, toolsRun: [], playbacks: [] };
+// For the browser tests and the curious: the page's objects, and the SDK itself.
+Object.assign(window, { vrtDemo: demo, vrealtime: { ...core, ...audio, jsonSchema } });
 
 async function defaultUrl(): Promise<string> {
   if (params.get("url")) return params.get("url")!;
@@ -111,7 +116,14 @@ async function connect(url: string): Promise<void> {
   hostTools(client);
   demo.client = client;
   wire(client);
-  demo.speaker = await Speaker.start(client, demo.audio);
+  const jitter = Number(params.get("jitter")) || undefined; // ?jitter=MS: the playback buffer
+  demo.speaker = await Speaker.start(client, demo.audio, {
+    ...(jitter ? { jitterMs: jitter } : {}),
+    onStopped: (played) => {
+      demo.playbacks.push(played);
+      $("playback").textContent = played.map((p) => `${p.itemId.slice(0, 8)}: ${Math.round(p.playedMs)} ms`).join(", ") || "stopped";
+    },
+  });
   setState("connecting");
   $("connect").textContent = "Disconnect";
   try {
@@ -176,10 +188,6 @@ function wire(client: VrtClient): void {
       for (const li of turnLines.get(turnId) ?? []) if (li.classList.contains("agent")) li.classList.add("interrupted");
     }
   });
-  on("playbackStop", async () => {
-    const played = await demo.speaker?.report();
-    if (played) $("playback").textContent = played.map((p) => `${p.itemId.slice(0, 8)}: ${Math.round(p.playedMs)} ms`).join(", ") || "stopped";
-  });
   on("audioStart", (e) => ($("playback").textContent = `playing ${e.itemId.slice(0, 8)}…`));
 }
 
@@ -190,7 +198,13 @@ async function startMicrophone(mode: "always" | "push-to-talk"): Promise<void> {
   if (!demo.client || !demo.audio) return;
   const level = $<HTMLMeterElement>("level");
   try {
-    demo.microphone = await Microphone.start(demo.client, demo.audio, { mode, onFrame: (f) => (level.value = f.level) });
+    // ?rawmic=1 turns off the browser's voice processing (the tests feed a WAV file).
+    const raw = params.get("rawmic") === "1";
+    demo.microphone = await Microphone.start(demo.client, demo.audio, {
+      mode,
+      onFrame: (f) => (level.value = f.level),
+      ...(raw ? { constraints: { echoCancellation: false, noiseSuppression: false, autoGainControl: false, channelCount: 1 } } : {}),
+    });
   } catch (error) {
     line("note", `microphone: ${String(error)}`);
     ($("mic-mode") as HTMLSelectElement).value = "off";
@@ -263,7 +277,14 @@ async function main(): Promise<void> {
     $("connections").textContent = String(client.stats.connections);
     $("resumes").textContent = String(client.stats.resumes);
   }, 2000);
-  if (params.get("connect") === "1") void connect(url.value.trim());
+  if (params.get("connect") === "1") {
+    await connect(url.value.trim());
+    const mic = params.get("mic");
+    if (mic === "always" || mic === "push-to-talk") {
+      ($("mic-mode") as HTMLSelectElement).value = mic;
+      await startMicrophone(mic);
+    }
+  }
 }
 
 void main();

@@ -81,6 +81,8 @@ export interface SpeakerOptions {
   destination?: AudioNode;
   /** Called when an item's first sample is written, with the time in `performance.now()` terms. */
   onStarted?: (itemId: string, performanceTime: number) => void;
+  /** Called after each stop with what was reported per item (§8.4). */
+  onStopped?: (played: Array<{ itemId: string; playedMs: number }>) => void;
 }
 
 /** Plays a client's output audio and reports what was heard (§8.3, §8.4). */
@@ -127,6 +129,7 @@ export class Speaker {
     for (const { itemId, playedMs } of played) {
       if (session !== undefined && session.state !== "closed") this.client.playback(itemId, playedMs);
     }
+    this.options.onStopped?.(played);
     return played;
   }
 
