@@ -7,7 +7,8 @@
  * `vrtLog` binding, the exit status through `vrtExit`.
  */
 import { ToolError, VrtClient, type ToolContext, type VrtEvent } from "../src/index.js";
-import { Speaker } from "../src/audio/index.js";
+import { floatToPcm16, floatToPcmu, Speaker } from "../src/audio/index.js";
+import { formatRate } from "../src/messages.js";
 import { jsonSchema } from "../src/json-schema.js";
 
 interface Settings {
@@ -28,7 +29,7 @@ declare global {
 }
 
 const settings = window.vrtConformance;
-const INTERRUPT_LINE = "/interrupt";
+const FRAME_MS = 20;
 
 /** Appends to VRT_CONFORMANCE_LOG, and returns once the line is in the file. */
 function log(entry: unknown): Promise<void> {
@@ -60,6 +61,9 @@ async function logged<T>(name: string, args: unknown, context: ToolContext, body
 function makeClient(): VrtClient {
   const client = new VrtClient(settings.url, {
     validator: jsonSchema,
+    // A preference the suite's default (24 kHz) differs from, so that the audio sent is
+    // seen to follow ready.input, not the preference (§5.2).
+    input: { encoding: "pcm16", sampleRate: 16000 },
     ...(settings.capabilities.length ? { capabilities: settings.capabilities } : {}),
     ...(settings.auth !== null ? { auth: settings.auth } : {}),
     ...(settings.pingIntervalMs !== null ? { pingIntervalMs: settings.pingIntervalMs } : {}),
@@ -88,6 +92,38 @@ function makeClient(): VrtClient {
 }
 
 let said = false;
+
+/**
+ * One VRT_SAY line: `/interrupt` (a client-initiated interrupt, §6.2, reason user),
+ * `/audio MS` (MS ms of input audio in ready.input's format), `/sleep MS`; any other
+ * line is user text, unchanged.
+ */
+async function perform(client: VrtClient, line: string): Promise<void> {
+  const command = /^\/(audio|sleep) (\d+)$/.exec(line);
+  if (line === "/interrupt") client.interrupt("user");
+  else if (command?.[1] === "sleep") await new Promise((resolve) => setTimeout(resolve, Number(command[2])));
+  else if (command?.[1] === "audio") await sendAudio(client, Number(command[2]));
+  else client.sendText(line);
+}
+
+/** MS ms of a 440 Hz tone, encoded by the SDK in the session's input format, in 20 ms frames at the pace of real time. */
+async function sendAudio(client: VrtClient, ms: number): Promise<void> {
+  const format = client.session.input!;
+  const rate = formatRate(format);
+  let sent = 0;
+  let start: number | null = null;
+  while (sent < ms) {
+    const frameMs = Math.min(FRAME_MS, ms - sent);
+    const samples = new Float32Array(Math.round((rate * frameMs) / 1000));
+    const first = Math.round((rate * sent) / 1000);
+    for (let i = 0; i < samples.length; i++) samples[i] = 0.3 * Math.sin((2 * Math.PI * 440 * (first + i)) / rate);
+    client.sendAudio(format.encoding === "pcmu" ? floatToPcmu(samples) : floatToPcm16(samples));
+    sent += frameMs;
+    start ??= performance.now();
+    const wait = start + sent - performance.now();
+    if (wait > 0) await new Promise((resolve) => setTimeout(resolve, wait));
+  }
+}
 let audioContext: AudioContext | null = null;
 
 /** Runs one session; "done" (the server closed with 1000), "new-session" (RESUME_FAILED) or "stopped". */
@@ -126,10 +162,7 @@ async function main(): Promise<void> {
     if (!said) {
       // VRT_SAY goes once, into the first session only.
       said = true;
-      for (const line of settings.say) {
-        if (line === INTERRUPT_LINE) client.interrupt("user");
-        else client.sendText(line);
-      }
+      for (const line of settings.say) await perform(client, line);
     }
     const result = await outcome;
     if (result === "done") {
