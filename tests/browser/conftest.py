@@ -8,14 +8,15 @@ from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 
 import pytest
-from browser_harness import require_browser
+
+from support.browser import require_browser
 
 # The fault proxy and the recording server of the reliability tests.
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "reliability"))
 
-from reliability_harness import LiveServer, start_live_server  # noqa: E402
+from reliability_harness import LiveServer, start_live_server
 
-from vrt.demo import demo_files, start_page_server  # noqa: E402
+from vrt.demo import demo_files, start_page_server
 
 
 @pytest.fixture(autouse=True)

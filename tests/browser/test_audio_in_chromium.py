@@ -13,9 +13,9 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from browser_harness import Driver, run_scenario, write_wav
 from reliability_harness import LiveServer
 
+from support.browser import Driver, run_scenario, write_wav
 from vrt.agents import AudioReceived, PlaybackReported
 
 SPEECH_MS = 1000

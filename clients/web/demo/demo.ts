@@ -165,7 +165,7 @@ function wire(client: VrtClient): void {
   });
   on("text", (e) => {
     if (agentLine === null) agentLine = line("agent", "", e.turnId);
-    agentLine.textContent = agentLine.textContent ? `${agentLine.textContent} ${e.text}` : e.text;
+    agentLine.textContent += e.text; // the chunks of a turn concatenate
   });
   on("transcript", (e) => {
     if (e.role === "user" && e.final) line("user", `🎤 ${e.text}`, e.turnId);

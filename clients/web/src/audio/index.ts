@@ -288,7 +288,9 @@ export class Microphone {
   }
 
   private frame(message: { data: Uint8Array | Float32Array; time: number; level: number }): void {
-    const capturedAt = contextToPerformance(this.context, message.time);
+    // The render clock (currentTime) runs ahead of the output by the output latency:
+    // a capture time maps through it, not through the output timestamp.
+    const capturedAt = performance.now() - (this.context.currentTime - message.time) * 1000;
     if (message.data instanceof Float32Array) {
       this.encodeOpus(message.data);
       this.options.onFrame?.({ level: message.level, sent: this.client.connected, capturedAt, bytes: 0 });

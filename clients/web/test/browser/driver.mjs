@@ -171,6 +171,86 @@ const scenarios = {
   },
 };
 
+Object.assign(scenarios, {
+  /**
+   * Round trips from the page: the same bytes a VrtClient sends for `echo ping`, over a
+   * bare WebSocket to an echo server, then VrtClient.sendText("echo ping") to a vRT
+   * server until the first text chunk; and, per echo reply, the time from the first
+   * output frame's arrival to its first sample written by the playback worklet.
+   */
+  async latency() {
+    const page = await open("");
+    return page.evaluate(async ({ echoUrl, vrtUrl, iterations }) => {
+      const now = () => performance.now();
+      const echo = [];
+      const bare = new WebSocket(echoUrl);
+      await new Promise((resolve, reject) => { bare.onopen = resolve; bare.onerror = reject; });
+      for (let i = 1; i <= iterations + 10; i++) {
+        const bytes = JSON.stringify({ v: 1, seq: i, type: "text", text: "echo ping" });
+        const start = now();
+        await new Promise((resolve) => { bare.onmessage = resolve; bare.send(bytes); });
+        if (i > 10) echo.push(now() - start);
+        await new Promise((resolve) => setTimeout(resolve, 220)); // the same pause as between turns below
+      }
+      bare.close();
+
+      const { VrtClient, Speaker } = window.vrealtime;
+      const context = new AudioContext({ latencyHint: "interactive" });
+      await context.resume();
+      const client = new VrtClient(vrtUrl);
+      const firstFrame = new Map();
+      const playbackStart = [];
+      client.addEventListener("audio", (e) => { if (!firstFrame.has(e.detail.itemId)) firstFrame.set(e.detail.itemId, now()); });
+      await Speaker.start(client, context, { onStarted: (itemId, at) => playbackStart.push(at - firstFrame.get(itemId)) });
+      await client.connect();
+      const text = [];
+      const frame = [];
+      for (let i = 0; i < iterations + 10; i++) {
+        const idle = new Promise((resolve) => {
+          const on = (e) => { if (e.detail.state === "idle") { client.removeEventListener("turn", on); resolve(); } };
+          client.addEventListener("turn", on);
+        });
+        const start = now();
+        let back = null;
+        client.addEventListener("message", () => (back ??= now()), { once: true });
+        const first = new Promise((resolve) => client.addEventListener("text", resolve, { once: true }));
+        client.sendText("echo ping");
+        await first;
+        if (i >= 10) {
+          text.push(now() - start);
+          frame.push(back - start);
+        }
+        await idle;
+        await new Promise((resolve) => setTimeout(resolve, 220)); // the 200 ms item plays out
+      }
+      await client.close();
+      return { echo, text, frame, playbackStart: playbackStart.slice(10), outputLatencyMs: context.outputLatency * 1000, baseLatencyMs: context.baseLatency * 1000, sampleRate: context.sampleRate };
+    }, options);
+  },
+
+  /** The microphone (fed from a WAV) for a while: when each frame's last sample was captured, wall clock. */
+  async "mic-latency"() {
+    const page = await open("");
+    return page.evaluate(async ({ vrtUrl, seconds }) => {
+      const { VrtClient, Microphone } = window.vrealtime;
+      const context = new AudioContext({ latencyHint: "interactive" });
+      await context.resume();
+      const client = new VrtClient(vrtUrl);
+      await client.connect();
+      const captured = [];
+      const microphone = await Microphone.start(client, context, {
+        constraints: { echoCancellation: false, noiseSuppression: false, autoGainControl: false },
+        onFrame: (frame) => { if (frame.sent) captured.push(performance.timeOrigin + frame.capturedAt); },
+      });
+      await new Promise((resolve) => setTimeout(resolve, seconds * 1000));
+      microphone.stop();
+      const sessionId = client.sessionId;
+      await client.close();
+      return { sessionId, captured, sampleRate: context.sampleRate };
+    }, options);
+  },
+});
+
 function waitForStdin(word) {
   return new Promise((resolve) => {
     let buffer = "";

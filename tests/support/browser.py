@@ -1,6 +1,6 @@
-"""What the browser tests share: the Chromium driver (clients/web/test/browser/driver.mjs),
-WAV files for Chromium's fake microphone, and the checks that the browser toolchain is
-there.
+"""What the browser tests (tests/browser/) and bench/browser_latency.py share: the
+Chromium driver (clients/web/test/browser/driver.mjs), WAV files for Chromium's fake
+microphone, and the check that the browser toolchain is there.
 
 The tests drive Debian's Chromium (``/usr/bin/chromium``, or ``VRT_CHROMIUM``) through
 ``playwright-core`` from npm; nothing is downloaded. ``.ci/run`` installs both. Outside
@@ -72,7 +72,9 @@ class Driver:
         assert self.process.stdout is not None
         raw = await asyncio.wait_for(self.process.stdout.readline(), timeout)
         if not raw:
-            raise AssertionError(f"{self.scenario}: the driver printed nothing\n{await self.stderr()}")
+            raise AssertionError(
+                f"{self.scenario}: the driver printed nothing\n{await self.stderr()}"
+            )
         value: dict[str, Any] = json.loads(raw)
         return value
 
