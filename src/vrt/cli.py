@@ -253,7 +253,10 @@ def demo(
         raise _fail(str(exc)) from None
     except (KeyError, AgentSetupError) as exc:
         raise _fail(f"--agent {agent}: {exc}") from None
-    _run(run_demo(factory, host=host, port=port, http_port=http_port, files=files, agent=agent))
+    try:
+        _run(run_demo(factory, host=host, port=port, http_port=http_port, files=files, agent=agent))
+    except OSError as exc:
+        raise _fail(f"cannot listen on {host}: {exc.strerror or exc}") from None
 
 
 @app.command()

@@ -5,6 +5,7 @@ escaped). Both must give the same §9.1 outcome for every frame."""
 
 from __future__ import annotations
 
+import array
 import asyncio
 import json
 import random
@@ -12,6 +13,7 @@ from collections.abc import Iterator
 from typing import Any
 
 from support.browser import ROOT, WEB
+from vrt.audio import pcm16_to_pcmu
 from vrt.protocol.codec import Invalid, decode_server
 
 ODD_VALUES: list[Any] = [
@@ -83,3 +85,12 @@ async def test_typescript_and_python_decoders_agree() -> None:
         if ts != (py := _python(text))
     ]
     assert not differences, f"{len(differences)} of {len(corpus)} differ, e.g. {differences[:8]}"
+
+
+async def test_mu_law_matches_vrt_audio_for_every_sample() -> None:
+    process = await asyncio.create_subprocess_exec(
+        "node", str(WEB / "test" / "mulaw.mjs"), stdout=asyncio.subprocess.PIPE
+    )
+    stdout, _ = await asyncio.wait_for(process.communicate(), 60)
+    every_sample = array.array("h", range(-32768, 32768)).tobytes()
+    assert bytes.fromhex(stdout.decode()) == pcm16_to_pcmu(every_sample)
