@@ -86,3 +86,14 @@ async def test_played_ms_after_an_interrupt_matches_the_audio_rendered(
     agent = live.agent(result["sessionId"])
     reports = [e for e in agent.inputs if isinstance(e, PlaybackReported)]
     assert [(r.item_id, r.played_ms) for r in reports] == [(item["itemId"], int(item["playedMs"]))]
+
+
+async def test_opus_is_offered_only_where_webcodecs_has_it(page: str) -> None:
+    result = await run_scenario("formats", page=page)
+    pcm16 = {"encoding": "pcm16", "sampleRate": 24000}
+    opus = {"encoding": "opus", "sampleRate": 48000}
+    assert result["plain"] == {"input": pcm16, "output": pcm16}
+    assert result["asked"] == (
+        {"input": opus, "output": opus} if result["supported"] else result["plain"]
+    )
+    assert result["without"] == {"input": pcm16, "output": pcm16}

@@ -173,6 +173,37 @@ const scenarios = {
 };
 
 Object.assign(scenarios, {
+  /** Opus both ways through WebCodecs: the microphone encoded, then the packets played back. */
+  async opus() {
+    const page = await open("connect=1&opus=1&mic=always&rawmic=1");
+    await page.waitForFunction(() => window.vrtDemo.client?.connected && window.vrtDemo.microphone);
+    await tapSpeaker(page);
+    await page.waitForTimeout(options.captureMs ?? 3000);
+    await page.evaluate(() => window.vrtDemo.microphone.stop());
+    await say(page, "play");
+    await page.waitForFunction(() => document.getElementById("playback").textContent.startsWith("playing"));
+    await page.waitForTimeout((options.captureMs ?? 3000) + 500);
+    const tap = await page.evaluate(() => window.vrtTap());
+    return {
+      sessionId: await page.evaluate(() => window.vrtDemo.client.sessionId),
+      formats: await page.$eval("#formats", (el) => el.textContent),
+      tap,
+      renderedMs: tap.first < 0 ? 0 : ((tap.last - tap.first + 1) * 1000) / tap.rate,
+    };
+  },
+
+  /** Opus is preferred only where WebCodecs can encode and decode it (§8.2). */
+  async formats() {
+    const page = await open("");
+    return page.evaluate(async () => {
+      const { preferredFormats, opusSupported } = window.vrealtime;
+      const result = { supported: await opusSupported(), plain: await preferredFormats(), asked: await preferredFormats({ opus: true }) };
+      delete window.AudioEncoder; // a browser without WebCodecs audio
+      result.without = await preferredFormats({ opus: true });
+      return result;
+    });
+  },
+
   /**
    * Round trips from the page: the same bytes a VrtClient sends for `echo ping`, over a
    * bare WebSocket to an echo server, then VrtClient.sendText("echo ping") to a vRT
