@@ -63,6 +63,8 @@ export interface ClientOptions {
   backoffMaxMs?: number;
   /** Stop resuming once the session has had no connection for this long (default 60000): `sessionFailed` GAVE_UP. */
   giveUpAfterMs?: number;
+  /** A connection that has not got its `ready` after this long is dropped and retried (default 10000). */
+  openTimeoutMs?: number;
   /** Checks tool arguments against their declared parameters (§7.1); see `vrealtime/json-schema`. */
   validator?: SchemaValidator;
   /** Unacknowledged messages kept for resends (§11, default 1024). */
@@ -136,6 +138,7 @@ export class VrtClient extends EventTarget {
   private timer: unknown = null;
   private timerAt = Infinity;
   private reconnectTimer: unknown = null;
+  private openTimer: unknown = null;
   private started = false;
   private closing = false;
   private stopped = false;
@@ -304,6 +307,13 @@ export class VrtClient extends EventTarget {
     this.ws = ws;
     this.opened = false;
     this.stats.connections++;
+    // A connect that hangs (no answer to the TCP handshake) would otherwise never end.
+    this.openTimer = this.clock.setTimeout(() => {
+      this.openTimer = null;
+      if (this.ws !== ws || this.opened) return;
+      ws.close(1000, "no ready in time");
+      this.lost(null, "no ready in time");
+    }, this.options.openTimeoutMs ?? 10_000);
     ws.binaryType = "arraybuffer";
     ws.onopen = () => {
       if (this.ws !== ws) return;
@@ -329,6 +339,8 @@ export class VrtClient extends EventTarget {
   }
 
   private lost(code: number | null, reason: string): void {
+    if (this.openTimer !== null) this.clock.clearTimeout(this.openTimer);
+    this.openTimer = null;
     const ws = this.ws;
     if (ws !== null) {
       ws.onopen = ws.onmessage = ws.onerror = null;
@@ -394,7 +406,8 @@ export class VrtClient extends EventTarget {
   private cancelTimers(): void {
     if (this.timer !== null) this.clock.clearTimeout(this.timer);
     if (this.reconnectTimer !== null) this.clock.clearTimeout(this.reconnectTimer);
-    this.timer = this.reconnectTimer = null;
+    if (this.openTimer !== null) this.clock.clearTimeout(this.openTimer);
+    this.timer = this.reconnectTimer = this.openTimer = null;
     this.timerAt = Infinity;
   }
 
@@ -455,6 +468,8 @@ export class VrtClient extends EventTarget {
         return;
       case "connected":
         this.opened = true;
+        if (this.openTimer !== null) this.clock.clearTimeout(this.openTimer);
+        this.openTimer = null;
         this.lostAt = null;
         if (event.resumed) this.stats.resumes++;
         for (const waiter of this.readyWaiters.splice(0)) waiter.resolve(event);

@@ -186,6 +186,26 @@ describe("resuming (§5.4)", () => {
     assert.equal(r.events.at(-1)?.type, "closed");
   });
 
+  it("drops a connection that gets no ready within openTimeoutMs, and retries it", async () => {
+    const r = rig({ openTimeoutMs: 2000 });
+    await r.connect();
+    r.socket().drop();
+    r.clock.advance(50); // the first delay: 100 ms, times 0.5 with random() = 0
+    assert.equal(r.sockets.length, 2);
+    const hanging = r.socket(); // never opens
+    r.clock.advance(1999);
+    assert.equal(hanging.closed, null);
+    r.clock.advance(1);
+    assert.notEqual(hanging.closed, null);
+    r.clock.advance(200);
+    assert.equal(r.sockets.length, 3);
+    r.socket().open();
+    r.socket().ready({ resumedFrom: 0 });
+    assert.equal(r.events.filter((e) => e.type === "connected").length, 2);
+    r.clock.advance(10_000); // the timer of an opened connection never fires
+    assert.equal(r.sockets.length, 3);
+  });
+
   it("a ready resuming beyond what was sent fails the session, closes, and never replays (§5.4)", async () => {
     const r = rig();
     await r.connect();

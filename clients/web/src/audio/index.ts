@@ -141,6 +141,7 @@ export class Speaker {
   /** Disconnect from the client and the audio graph. */
   close(): void {
     for (const [type, listener] of this.listeners) this.client.removeEventListener(type, listener);
+    this.node.port.postMessage({ type: "close" });
     this.node.disconnect();
     this.decoder?.close();
   }

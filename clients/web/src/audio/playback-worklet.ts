@@ -30,6 +30,7 @@ class Playback extends AudioWorkletProcessor {
   private readonly items = new Map<string, ItemCount>();
   private readonly resamplers = new Map<number, Resampler>();
   private readonly jitter: number;
+  private closed = false;
 
   constructor(init: { processorOptions?: unknown }) {
     super(init);
@@ -39,7 +40,9 @@ class Playback extends AudioWorkletProcessor {
   }
 
   private message(message: Record<string, unknown>): void {
-    if (message["type"] === "push") {
+    if (message["type"] === "close") {
+      this.closed = true;
+    } else if (message["type"] === "push") {
       const itemId = message["itemId"] as string;
       const rate = message["rate"] as number;
       let resampler = this.resamplers.get(rate);
@@ -67,6 +70,7 @@ class Playback extends AudioWorkletProcessor {
   }
 
   process(_inputs: Float32Array[][], outputs: Float32Array[][]): boolean {
+    if (this.closed) return false; // the node may be collected
     const channels = outputs[0];
     const out = channels?.[0];
     if (channels === undefined || out === undefined) return true;
