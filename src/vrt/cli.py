@@ -274,6 +274,45 @@ def _run(main: Coroutine[Any, Any, None]) -> None:
 
 
 @app.command()
+def demo(
+    host: Annotated[
+        str, typer.Option(metavar="HOST", help="Interface for both servers (keep it loopback).")
+    ] = "127.0.0.1",
+    port: Annotated[int, typer.Option(metavar="PORT", help="The vRT server's port.")] = 8765,
+    http_port: Annotated[
+        int, typer.Option(metavar="PORT", help="The demo page's HTTP port (0 picks a free one).")
+    ] = 8780,
+    agent: Annotated[
+        str, typer.Option(metavar="NAME", help="The agent, as for vrt serve.")
+    ] = DEFAULT_AGENT,
+    agent_option: Annotated[
+        list[str] | None,
+        typer.Option("--agent-option", metavar="KEY=VALUE", help="A setting of the agent."),
+    ] = None,
+    static: Annotated[
+        Path | None,
+        typer.Option(metavar="DIR", help="Serve the page from DIR (default: the built demo)."),
+    ] = None,
+) -> None:
+    """Serve the browser SDK's demo page next to a vRT server; open the printed URL."""
+    from .demo import demo_files, run_demo
+
+    logging.basicConfig(level="WARNING", format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    options = dict(item.partition("=")[::2] for item in agent_option or ())
+    try:
+        files = demo_files(static)
+        factory = load_agent(agent, options)
+    except FileNotFoundError as exc:
+        raise _fail(str(exc)) from None
+    except (KeyError, AgentSetupError) as exc:
+        raise _fail(f"--agent {agent}: {exc}") from None
+    try:
+        _run(run_demo(factory, host=host, port=port, http_port=http_port, files=files, agent=agent))
+    except OSError as exc:
+        raise _fail(f"cannot listen on {host}: {exc.strerror or exc}") from None
+
+
+@app.command()
 def chat(
     url: Annotated[str, typer.Argument(metavar="URL", help="Server URL, e.g. ws://127.0.0.1:8765")],
     auth: Annotated[
