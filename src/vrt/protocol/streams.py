@@ -36,16 +36,27 @@ DEFAULT_MAX_KEPT: Final = 1024
 class OutgoingStream:
     """Numbers, keeps and resends this side's sequenced messages (§4.1, §4.2, §5.4).
 
-    At most ``max_kept`` unacknowledged messages are kept; sending one more discards
-    the oldest, and a resume that needs a discarded message then fails (§4.1).
+    At most ``max_kept`` unacknowledged messages, of at most ``max_kept_bytes`` in all,
+    are kept; sending one more discards the oldest, and a resume that needs a discarded
+    message then fails (§4.1, §11).
     """
 
-    __slots__ = ("_kept", "_last_seq", "_lost_through", "max_kept")
+    __slots__ = ("_kept", "_kept_bytes", "_last_seq", "_lost_through", "max_kept", "max_kept_bytes")
 
-    def __init__(self, max_kept: int = DEFAULT_MAX_KEPT, *, last_seq: int = 0) -> None:
+    def __init__(
+        self,
+        max_kept: int = DEFAULT_MAX_KEPT,
+        *,
+        last_seq: int = 0,
+        max_kept_bytes: int | None = None,
+    ) -> None:
         if max_kept < 1:
             raise ValueError("max_kept must be at least 1")
+        if max_kept_bytes is not None and max_kept_bytes < 1:
+            raise ValueError("max_kept_bytes must be at least 1")
         self.max_kept = max_kept
+        self.max_kept_bytes = max_kept_bytes
+        self._kept_bytes = 0
         # Made by the first send: an idle session keeps nothing, and an empty deque
         # is most of a kilobyte.
         self._kept: deque[tuple[int, bytes]] | None = None
@@ -69,6 +80,11 @@ class OutgoingStream:
         return len(self._kept) if self._kept is not None else 0
 
     @property
+    def kept_bytes(self) -> int:
+        """The size of the kept messages, in bytes."""
+        return self._kept_bytes
+
+    @property
     def lost_through(self) -> int:
         """The highest seq dropped unacknowledged to respect ``max_kept``; 0 if none."""
         return self._lost_through
@@ -86,9 +102,19 @@ class OutgoingStream:
         if kept is None:
             kept = self._kept = deque()
         elif len(kept) >= self.max_kept:
-            self._lost_through = kept.popleft()[0]
+            self._drop_oldest(kept)
         kept.append((seq, data))
+        self._kept_bytes += len(data)
+        limit = self.max_kept_bytes
+        if limit is not None:
+            while self._kept_bytes > limit and len(kept) > 1:
+                self._drop_oldest(kept)
         return data
+
+    def _drop_oldest(self, kept: deque[tuple[int, bytes]]) -> None:
+        seq, data = kept.popleft()
+        self._lost_through = seq
+        self._kept_bytes -= len(data)
 
     def ack(self, up_to: int) -> int:
         """Discard every kept message with ``seq <= up_to``; return how many (§4.2).
@@ -100,7 +126,7 @@ class OutgoingStream:
             return 0
         dropped = 0
         while kept and kept[0][0] <= up_to:
-            kept.popleft()
+            self._kept_bytes -= len(kept.popleft()[1])
             dropped += 1
         return dropped
 
@@ -123,6 +149,7 @@ class OutgoingStream:
     def restore(self, kept: list[tuple[int, bytes]], lost_through: int) -> None:
         """Put back what :meth:`kept` and :attr:`lost_through` returned (session store)."""
         self._kept = deque(kept) if kept else None
+        self._kept_bytes = sum(len(data) for _, data in kept)
         self._lost_through = lost_through
 
 

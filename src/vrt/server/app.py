@@ -423,6 +423,14 @@ class VrtServer:
             connection.protocol.refuse_start("the server is shutting down; try another")
             self._pump(connection)
             return
+        size, limit = ServerSession.state_size(hello), self.config.max_state_bytes
+        if size > limit:
+            connection.protocol.refuse_start(
+                f"hello.tools and hello.context take {size} bytes; this server keeps at most "
+                f"{limit} per session (§11)"
+            )
+            self._pump(connection)
+            return
         limit = self.max_sessions
         if (
             limit is not None

@@ -48,7 +48,7 @@ class AgentToolCalls(ABC):
         a new one for every call even when the provider reuses its own id (§6.3), or None
         when the turn is over or the client does not host ``name``."""
         turn = self._turn(turn_id)
-        if turn is None or (not server_side and name not in self.record.tools):
+        if turn is None or (not server_side and name not in self.record.tool_names):
             return None
         call = Call(new_id("c_"), provider_id, name, turn.id, turn.epoch, not server_side)
         self.record.calls.add(call)

@@ -25,8 +25,14 @@ class ServerConfig:
     hello_timeout: float = 10.0
     #: §7.2: a client tool call without a result for this long settles as TIMEOUT.
     tool_timeout: float = 30.0
-    #: §4.1, §11: unacknowledged messages kept per session for resends.
+    #: §4.1, §11: unacknowledged messages kept per session for resends, and their
+    #: size in all (the oldest go first; a resume that needs one then fails).
     max_unacked: int = DEFAULT_MAX_KEPT
+    max_unacked_bytes: int = 2 << 20
+    #: §5.5, §11: what a session keeps of the client's data, as JSON: ``hello.context``
+    #: plus ``hello.tools``, and then each ``context`` with the tools. Beyond it a new
+    #: session gets START_FAILED and a context LIMIT_EXCEEDED.
+    max_state_bytes: int = 1 << 20
     limits: Limits = DEFAULT_LIMITS
     #: Control messages kept while the connection is opening (§5.1).
     max_kept_while_opening: int = 256
@@ -49,8 +55,8 @@ class ServerConfig:
         for name in ("heartbeat_timeout", "resume_window", "hello_timeout", "tool_timeout"):
             if getattr(self, name) <= 0:
                 raise ValueError(f"{name} must be positive")
-        if self.max_unacked < 1:
-            raise ValueError("max_unacked must be at least 1")
+        if self.max_unacked < 1 or self.max_unacked_bytes < 1 or self.max_state_bytes < 1:
+            raise ValueError("max_unacked, max_unacked_bytes and max_state_bytes must be positive")
         for name in ("frame_rate", "frame_burst", "byte_rate", "byte_burst"):
             if getattr(self, name) <= 0:
                 raise ValueError(f"{name} must be positive")

@@ -266,6 +266,7 @@ class ServerConnection:
         )
         self._outbox.append(SendText(data=encode(ready, 0)))
         self._outbox.extend(SendText(data=data) for data in resend)
+        self.hello = None  # its tools and context now live in the session, as JSON
 
     def _handle(self, decoded: Decoded[Any], now: float) -> None:
         assert self.session is not None

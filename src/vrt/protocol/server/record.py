@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Literal, TypeAlias
+from typing import Literal, TypeAlias
 
-from ..messages import Format, Tool, TurnStateName
+from ..messages import Format, TurnStateName
 from .tools import ToolCalls
 
 __all__ = ["Item", "SessionRecord", "SessionStatus", "Turn"]
@@ -39,8 +39,12 @@ class SessionRecord:
     capabilities: tuple[str, ...]
     input: Format
     output: Format
-    tools: dict[str, Tool]
-    context: Any = None
+    #: The client's tools (§5.2) as the JSON of their list, and their names: a session
+    #: keeps the client's data as bytes (docs/limits.md), decoded when asked for.
+    tools_json: bytes
+    tool_names: frozenset[str]
+    #: The application context (§5.5) as JSON; ``null`` when there is none.
+    context_json: bytes = b"null"
     epoch: int = 0
     turn: Turn | None = None
     calls: ToolCalls = field(default_factory=ToolCalls)

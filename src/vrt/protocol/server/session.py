@@ -14,7 +14,9 @@ an agent never sees a seq, an ack or a closed epoch's leftovers.
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any, Literal, Protocol
+from typing import Any, Final, Literal, Protocol
+
+import msgspec
 
 from ..capabilities import TOOL_STREAM, negotiate
 from ..codec import Decoded, encode
@@ -89,16 +91,18 @@ class ServerSession(AgentToolCalls):
         self.config = config
         offered = hello.capabilities if hello.capabilities is not UNSET else ()
         tools = hello.tools if hello.tools is not UNSET else ()
+        tools_json, context_json = _client_state(hello)
         self.record = SessionRecord(
             session_id=session_id or new_id("s_"),
             principal=principal,
             capabilities=negotiate(offered, config.capabilities),
             input=choose_format(_format(hello.input), input_formats),
             output=choose_format(_format(hello.output), output_formats),
-            tools={tool.name: tool for tool in tools},
-            context=hello.context if hello.context is not UNSET else None,
+            tools_json=tools_json,
+            tool_names=frozenset(tool.name for tool in tools),
+            context_json=context_json,
         )
-        self.outgoing = OutgoingStream(config.max_unacked)
+        self.outgoing = OutgoingStream(config.max_unacked, max_kept_bytes=config.max_unacked_bytes)
         self.incoming = IncomingStream()
         #: The connection the session is bound to; None while parked or closed.
         self.connection: BoundConnection | None = None
@@ -141,12 +145,22 @@ class ServerSession(AgentToolCalls):
 
     @property
     def tools(self) -> dict[str, Tool]:
-        """The client's tools, as declared when the session opened (§5.4)."""
-        return self.record.tools
+        """The client's tools, as declared when the session opened (§5.4); decoded
+        from what the session keeps at each call."""
+        return {tool.name: tool for tool in _TOOLS.decode(self.record.tools_json)}
 
     @property
     def context(self) -> Any:
-        return self.record.context
+        """The application context (§5.5): data, never instructions; decoded from what
+        the session keeps at each call."""
+        return msgspec.json.decode(self.record.context_json)
+
+    @staticmethod
+    def state_size(hello: Hello) -> int:
+        """What a session for ``hello`` would keep of the client's data, in bytes
+        (``max_state_bytes``): a driver refuses a larger one before starting it."""
+        tools_json, context_json = _client_state(hello)
+        return len(tools_json) + len(context_json)
 
     @property
     def ended(self) -> tuple[int, str] | None:
@@ -250,7 +264,19 @@ class ServerSession(AgentToolCalls):
             self._settle(call, False, code=code, message=message)
 
     def _on_context(self, message: ContextUpdate, now: float) -> None:
-        self.record.context = message.context
+        context_json = msgspec.json.encode(message.context)
+        size = len(context_json) + len(self.record.tools_json)
+        limit = self.config.max_state_bytes
+        if size > limit:
+            self.send_error(
+                ErrorCode.LIMIT_EXCEEDED,
+                f"a context of {len(context_json)} bytes: with the tools this session would "
+                f"keep {size} bytes of client data, and keeps at most {limit} (§11); the "
+                "previous context stays",
+                True,
+            )
+            return
+        self.record.context_json = context_json
         self._events.append(ContextChanged(context=message.context))
 
     def _on_playback(self, playback: Playback, now: float) -> None:
@@ -455,6 +481,16 @@ class ServerSession(AgentToolCalls):
         self.record.audio_out_seq = next_audio_seq(seq)
         out.append(SendBinary(data=build_frame(FrameKind.OUTPUT, seq, payload)))
         return True
+
+
+_TOOLS: Final = msgspec.json.Decoder(tuple[Tool, ...])
+
+
+def _client_state(hello: Hello) -> tuple[bytes, bytes]:
+    """The JSON a session keeps of ``hello.tools`` and ``hello.context``."""
+    tools = hello.tools if hello.tools is not UNSET else ()
+    context = hello.context if hello.context is not UNSET else None
+    return msgspec.json.encode(tools), msgspec.json.encode(context)
 
 
 def _format(value: Format | Any) -> Format | None:
