@@ -423,11 +423,11 @@ class VrtServer:
             connection.protocol.refuse_start("the server is shutting down; try another")
             self._pump(connection)
             return
-        size, limit = ServerSession.state_size(hello), self.config.max_state_bytes
-        if size > limit:
+        size, most = ServerSession.state_size(hello), self.config.max_state_bytes
+        if size > most:
             connection.protocol.refuse_start(
                 f"hello.tools and hello.context take {size} bytes; this server keeps at most "
-                f"{limit} per session (§11)"
+                f"{most} per session (§11)"
             )
             self._pump(connection)
             return
