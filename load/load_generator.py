@@ -580,7 +580,20 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("--json", help="also write the report to this file")
     parser.add_argument("--verbose", action="store_true", help="print RSS every 2 s")
+    parser.add_argument(
+        "--attack",
+        metavar="NAME",
+        help="instead of a load, run an attack with a bystander session (load/attacks.py): "
+        "all, non-reading, connect-flood, json-shapes, frame-flood, context-bloat, no-hello",
+    )
+    parser.add_argument(
+        "--seconds", type=float, default=15.0, help="with --attack: how long each attack runs"
+    )
     args = parser.parse_args(argv)
+    if args.attack:
+        from .attacks import main as attack
+
+        return attack(args.attack, args.seconds)
     total = args.text_sessions + args.audio_sessions
     if not 0 < total <= MAX_SESSIONS or args.text_sessions < 0 or args.audio_sessions < 0:
         parser.error(f"between 1 and {MAX_SESSIONS} sessions")

@@ -42,12 +42,14 @@ class ServerConfig:
     max_invalid: int = 100
     invalid_window: float = 10.0
     #: What one connection may make the server read (budget.py): frames of any kind
-    #: per second and saved up, bytes per second and saved up. The bursts cover a
-    #: resume's resend of a full kept window (1,024 messages, §5.4).
+    #: per second and saved up, bytes per second and saved up. The rates are many times
+    #: what a conversation needs (50 audio frames/s, 48 KB/s of pcm16); the bursts cover
+    #: a resume's resend of a full kept window (1,024 messages, §5.4) and a hello as
+    #: large as a session may keep (max_state_bytes).
     frame_rate: float = 512.0
     frame_burst: float = 4096.0
-    byte_rate: float = float(1 << 20)
-    byte_burst: float = float(8 << 20)
+    byte_rate: float = float(256 << 10)
+    byte_burst: float = float(2 << 20)
     #: Audio items remembered for playback reports.
     remembered_items: int = 64
 

@@ -1,0 +1,367 @@
+"""Attacks on a vRT server, each with a bystander: what one hostile or broken client can
+make the server keep or compute, measured (docs/reliability.md, "Attacks").
+
+    python -m load --attack all            # every attack, one after the other
+    python -m load --attack non-reading    # one of: see ATTACKS
+
+Each attack starts ``vrt serve`` in a process of its own on a free port of 127.0.0.1,
+opens a bystander session that sends a vRT ``ping`` every 20 ms and times the ``pong``,
+runs the attack for ``--seconds``, and prints the bystander's round trips (p50, p99,
+max, and how many pings went unanswered) and the server's resident memory before,
+at its peak and after, with the bound the attack hits. Loopback only; every process
+ends with the attack.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import multiprocessing
+import os
+import random
+import resource
+import signal
+import socket
+import statistics
+import subprocess
+import sys
+import time
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from typing import Any, Final
+
+import websockets
+from websockets.asyncio.client import ClientConnection, connect
+
+HOST: Final = "127.0.0.1"
+PING_EVERY: Final = 0.02
+
+
+def free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind((HOST, 0))
+        port: int = probe.getsockname()[1]
+        return port
+
+
+def rss_mb(pid: int) -> float:
+    with open(f"/proc/{pid}/status") as status:
+        for line in status:
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1]) / 1024
+    return 0.0
+
+
+def cpu_seconds(pid: int) -> float:
+    with open(f"/proc/{pid}/stat") as stat:
+        fields = stat.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+@dataclass
+class Server:
+    process: subprocess.Popen[bytes]
+    url: str
+    log: list[bytes] = field(default_factory=list)
+
+    @classmethod
+    async def start(cls, *options: str, open_files: int | None = None) -> Server:
+        port = free_port()
+
+        def limit() -> None:
+            if open_files is not None:
+                resource.setrlimit(resource.RLIMIT_NOFILE, (open_files, open_files))
+
+        process = subprocess.Popen(
+            [
+                sys.executable,
+                "-c",
+                "from vrt.cli import app; app()",
+                "serve",
+                "--port",
+                str(port),
+                *options,
+            ],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE,
+            preexec_fn=limit,  # noqa: PLW1509 - no threads run in this process yet
+        )
+        for _ in range(200):
+            with contextlib.suppress(OSError), socket.create_connection((HOST, port), 0.1):
+                return cls(process, f"ws://{HOST}:{port}")
+            await asyncio.sleep(0.05)
+        process.kill()
+        raise RuntimeError("vrt serve did not start")
+
+    def stop(self) -> int:
+        """Stop the server; the size of what it logged, in bytes."""
+        self.process.send_signal(signal.SIGINT)
+        self.process.send_signal(signal.SIGINT)  # a second signal: at once
+        try:
+            _, err = self.process.communicate(timeout=10)
+        except subprocess.TimeoutExpired:
+            self.process.kill()
+            _, err = self.process.communicate()
+        return len(err)
+
+
+async def hello(ws: ClientConnection, **members: Any) -> dict[str, Any]:
+    await ws.send(json.dumps({"v": 1, "seq": 0, "type": "hello", **members}))
+    while True:
+        message = json.loads(await ws.recv())
+        if message["type"] in ("ready", "error"):
+            return dict(message)
+
+
+class Bystander:
+    """A session that pings every 20 ms and times each pong (§4.4), in a process of its
+    own, so that the attackers' own work does not slow it."""
+
+    def __init__(self, url: str) -> None:
+        self._results: multiprocessing.Queue[dict[str, float]] = multiprocessing.Queue()
+        self._stop = multiprocessing.Event()
+        self._process = multiprocessing.Process(
+            target=_bystander, args=(url, self._stop, self._results), daemon=True
+        )
+
+    def start(self) -> None:
+        self._process.start()
+
+    def stop(self) -> dict[str, float]:
+        self._stop.set()
+        try:
+            return self._results.get(timeout=15)
+        finally:
+            self._process.join(5)
+
+
+def _bystander(url: str, stop: Any, results: Any) -> None:
+    async def run() -> dict[str, float]:
+        rtts: list[float] = []
+        lost = 0
+        async with connect(url, compression=None, max_size=None) as ws:
+            ready = await hello(ws)
+            assert ready["type"] == "ready", ready
+            ping = json.dumps({"v": 1, "seq": 0, "type": "ping"})
+            while not stop.is_set():
+                began = time.perf_counter()
+                await ws.send(ping)
+                try:
+                    while True:
+                        message = json.loads(await asyncio.wait_for(ws.recv(), 5.0))
+                        if message["type"] == "pong":
+                            break
+                except TimeoutError:
+                    lost += 1
+                    continue
+                rtts.append(time.perf_counter() - began)
+                await asyncio.sleep(PING_EVERY)
+        ms = sorted(1000 * rtt for rtt in rtts) or [float("nan")]
+        return {
+            "pings": len(rtts),
+            "lost": lost,
+            "p50_ms": round(statistics.median(ms), 2),
+            "p99_ms": round(ms[min(len(ms) - 1, int(0.99 * len(ms)))], 2),
+            "max_ms": round(ms[-1], 2),
+        }
+
+    results.put(asyncio.run(run()))
+
+
+# --- the attacks -------------------------------------------------------------------------
+
+
+async def non_reading(url: str, until: float) -> str:
+    """20 clients ask for ~6 MB of replies each and never read them (issue 12, item 1)."""
+    big = "x" * 60_000
+
+    async def one() -> None:
+        async with connect(url, compression=None, max_size=None) as ws:
+            await hello(ws)
+            ws.transport.pause_reading()  # never read another byte
+            seq = 0
+            with contextlib.suppress(Exception):  # the server aborts it: the point
+                while time.monotonic() < until and seq < 100:
+                    seq += 1
+                    message = {"v": 1, "seq": seq, "type": "text", "text": f"echo {big}"}
+                    await asyncio.wait_for(ws.send(json.dumps(message)), 2.0)
+        await asyncio.sleep(max(0.0, until - time.monotonic()))
+
+    await asyncio.gather(*(one() for _ in range(20)), return_exceptions=True)
+    return "each connection: 1 MiB of buffered output, then aborted; its session parks"
+
+
+async def connect_flood(url: str, until: float) -> str:
+    """Plain TCP connections that send nothing, as many as the server takes, against a
+    server whose open-file limit is 256 (issue 12, item 2)."""
+    port = int(url.rsplit(":", 1)[1])
+    held: list[socket.socket] = []
+    refused = 0
+    while time.monotonic() < until:
+        for _ in range(50):
+            raw = socket.socket()
+            raw.setblocking(False)
+            with contextlib.suppress(BlockingIOError, OSError):
+                raw.connect((HOST, port))
+            held.append(raw)
+        await asyncio.sleep(0.05)
+        alive = []
+        for raw in held:
+            try:
+                if raw.recv(1024, socket.MSG_PEEK | socket.MSG_DONTWAIT) == b"":
+                    raise ConnectionResetError
+            except BlockingIOError:
+                alive.append(raw)
+                continue
+            except OSError:
+                pass
+            refused += 1
+            raw.close()
+        held = alive[-400:]
+        for raw in alive[:-400]:
+            raw.close()
+    for raw in held:
+        raw.close()
+    return f"the connection cap (open files less headroom); {refused} connections refused or ended"
+
+
+async def json_shapes(url: str, until: float) -> str:
+    """Valid messages made expensive: 1 MB of empty arrays, and 150,000 duplicate keys,
+    as fast as one client can send them (issue 12, item 3)."""
+    arrays = "[" + ",".join(["[]"] * 300_000) + "]"
+    duplicates = "{" + ",".join(['"a":1'] * 150_000) + "}"
+    sent = 0
+    async with connect(url, compression=None, max_size=None) as ws:
+        await hello(ws)
+        seq = 0
+        reader = asyncio.create_task(_drain(ws))
+        while time.monotonic() < until:
+            seq += 1
+            body = arrays if seq % 2 else duplicates
+            await ws.send(f'{{"v":1,"seq":{seq},"type":"context","context":{body}}}')
+            sent += 1
+        reader.cancel()
+    return f"{sent} messages sent; the read budget and the decoder's bounds"
+
+
+async def frame_flood(url: str, until: float) -> str:
+    """Tiny ping frames, as fast as one client can write them (issue 12, item 3)."""
+    sent = 0
+    async with connect(url, compression=None, max_size=None) as ws:
+        await hello(ws)
+        reader = asyncio.create_task(_drain(ws))
+        ping = '{"v":1,"seq":0,"type":"ping"}'
+        with contextlib.suppress(websockets.ConnectionClosed):
+            while time.monotonic() < until:
+                for _ in range(100):
+                    await ws.send(ping)
+                sent += 100
+        reader.cancel()
+    return f"{sent} pings written; reading slowed to 512 frames/s, RATE_LIMITED beyond"
+
+
+async def context_bloat(url: str, until: float) -> str:
+    """30 sessions, each with the largest hello.context the server takes, made of empty
+    arrays (issue 12, item 4)."""
+    context = [[]] * 330_000  # ~1 MB of JSON, under max_state_bytes
+    kept: list[ClientConnection] = []
+    for _ in range(30):
+        ws = await connect(url, compression=None, max_size=None)
+        await hello(ws, context=context)
+        kept.append(ws)
+    await asyncio.sleep(max(0.0, until - time.monotonic()))
+    for ws in kept:
+        await ws.close()
+    return "kept as JSON: about its size per session (max_state_bytes)"
+
+
+async def no_hello(url: str, until: float) -> str:
+    """500 WebSockets that never send hello and keep the socket busy with WebSocket
+    pings (issue 12, item 5)."""
+    conns: list[ClientConnection] = []
+    for _ in range(500):
+        with contextlib.suppress(Exception):
+            conns.append(await connect(url, compression=None, ping_interval=0.5))
+    await asyncio.sleep(max(0.0, until - time.monotonic()))
+    open_now = sum(1 for ws in conns if ws.state.name == "OPEN")
+    for ws in conns:
+        with contextlib.suppress(Exception):
+            await ws.close()
+    return f"the hello deadline (10 s): {open_now} of {len(conns)} still open at the end"
+
+
+async def _drain(ws: ClientConnection) -> None:
+    with contextlib.suppress(Exception):
+        async for _ in ws:
+            pass
+
+
+Attack = Callable[[str, float], Awaitable[str]]
+#: name -> (attack, vrt serve options, open-file limit)
+ATTACKS: Final[dict[str, tuple[Attack, tuple[str, ...], int | None]]] = {
+    "non-reading": (non_reading, (), None),
+    "connect-flood": (connect_flood, (), 256),
+    "json-shapes": (json_shapes, (), None),
+    "frame-flood": (frame_flood, (), None),
+    "context-bloat": (context_bloat, (), None),
+    "no-hello": (no_hello, (), None),
+}
+
+
+async def run_attack(name: str, seconds: float) -> dict[str, Any]:
+    attack, options, open_files = ATTACKS[name]
+    server = await Server.start("--log-level", "info", *options, open_files=open_files)
+    pid = server.process.pid
+    try:
+        await asyncio.sleep(0.5)
+        before = rss_mb(pid)
+        cpu_before = cpu_seconds(pid)
+        bystander = Bystander(server.url)
+        bystander.start()
+        await asyncio.sleep(1.0)
+        peak = before
+        until = time.monotonic() + seconds
+        attacking = asyncio.create_task(attack(server.url, until))
+        while not attacking.done():
+            peak = max(peak, rss_mb(pid))
+            await asyncio.sleep(0.2)
+        bound = attacking.result()
+        await asyncio.sleep(1.0)
+        after = rss_mb(pid)
+        cpu = cpu_seconds(pid) - cpu_before
+        rtt = bystander.stop()
+    finally:
+        log_bytes = server.stop()
+    return {
+        "attack": name,
+        "seconds": seconds,
+        "bystander": rtt,
+        "rss_mb": {"before": round(before, 1), "peak": round(peak, 1), "after": round(after, 1)},
+        "server_cpu_s": round(cpu, 2),
+        "server_log_bytes": log_bytes,
+        "load_average": os.getloadavg()[0],
+        "bound": bound,
+    }
+
+
+def main(name: str, seconds: float) -> int:
+    names = list(ATTACKS) if name == "all" else [name]
+    for each in names:
+        if each not in ATTACKS:
+            print(f"unknown attack {each!r}; choose all or one of: {', '.join(ATTACKS)}")
+            return 2
+    random.seed(0)
+    for each in names:
+        report = asyncio.run(run_attack(each, seconds))
+        rtt, rss = report["bystander"], report["rss_mb"]
+        print(
+            f"{each:14} bystander p50 {rtt['p50_ms']} ms, p99 {rtt['p99_ms']} ms, "
+            f"max {rtt['max_ms']} ms, {rtt['pings']} pings ({rtt['lost']} lost); "
+            f"server RSS {rss['before']} -> peak {rss['peak']} -> {rss['after']} MB, "
+            f"CPU {report['server_cpu_s']} s, log {report['server_log_bytes']} B, "
+            f"load average {report['load_average']:.1f}; "
+            f"bound: {report['bound']}",
+            flush=True,
+        )
+    return 0
