@@ -10,6 +10,7 @@ import base64
 import os
 import struct
 from dataclasses import dataclass
+from typing import cast
 from urllib.parse import urlsplit
 
 __all__ = ["RawFrame", "RawSocket", "handshake"]
@@ -71,6 +72,13 @@ class RawSocket:
         assert status == 101, status
         return cls(reader, writer)
 
+    def pause_reading(self) -> None:
+        """Read nothing more: the server's writes pile up, as for a client that stopped."""
+        cast(asyncio.Transport, self.writer.transport).pause_reading()
+
+    def resume_reading(self) -> None:
+        cast(asyncio.Transport, self.writer.transport).resume_reading()
+
     def send(self, opcode: int, payload: bytes = b"", *, fin: bool = True, rsv: int = 0) -> None:
         """One client frame (masked, as RFC 6455 §5.1 requires)."""
         first = (0x80 if fin else 0) | (rsv << 4) | opcode
@@ -114,6 +122,8 @@ class RawSocket:
                 pass
         except TimeoutError:
             return False
+        except ConnectionResetError:
+            return True  # aborted: a reset, not a close
         return True
 
     def close(self) -> None:

@@ -10,9 +10,10 @@ kind, is reported to the core, which keeps the heartbeat (§4.4) and the connect
 read budget; while the budget is spent the edge stops reading.
 
 What it writes is bounded before it is written: above the transport's high-water mark
-audio is dropped (late audio is worse than lost, §5.4); a connection whose buffered
-output would pass ``max_write_buffer``, or that stays above the high-water mark for
-``write_timeout``, is aborted without a close handshake (one it would never read). Its
+audio is dropped (late audio is worse than lost, §5.4); a connection with more than
+``max_write_buffer`` of output it has not read, or that stays above the high-water mark
+for ``write_timeout``, is aborted without a close handshake (one it would never read)
+instead of being written to. What it holds is thus at most the bound plus one write. Its
 session parks and resumes with nothing lost, since sequenced messages are kept (§4.1).
 
 It never decides protocol behaviour: that is :class:`~vrt.protocol.server.ServerConnection`.
@@ -71,7 +72,8 @@ class EdgeLimits:
 
     #: Largest message (joined fragments) read; beyond it, close 1009.
     max_message_bytes: int
-    #: Output buffered for one connection beyond which it is aborted.
+    #: Output buffered for one connection beyond which it is aborted rather than
+    #: written to (a single write may pass it: a resume resends the kept window).
     max_write_buffer: int = 1 << 20
     #: The transport's high-water mark: above it audio is dropped and ``write_timeout``
     #: runs.
@@ -236,7 +238,12 @@ class ClientConnection(WSListener):
 
     def _unthrottle(self) -> None:
         self._throttled = None
-        if self.transport is not None and not self.closed:
+        if self.transport is None or self.closed:
+            return
+        readable_at = self.protocol.readable_at()
+        if readable_at > self.loop.time():  # frames read since took it deeper in debt
+            self._throttled = self.loop.call_at(readable_at, self._unthrottle)
+        else:
             self.transport.underlying_transport.resume_reading()
 
     # -- frames --
@@ -300,15 +307,17 @@ class ClientConnection(WSListener):
         if parts:
             # Server frames are unmasked (RFC 6455 §5.1), so they are built here exactly
             # as picows builds them, and written at once.
-            data = b"".join(parts) if len(parts) > 2 else parts[0] + parts[1]
-            if writer.get_write_buffer_size() + len(data) > self.limits.max_write_buffer:
+            buffered = writer.get_write_buffer_size()
+            if buffered > self.limits.max_write_buffer:
+                # What it has not read stays below the bound plus one write (a resume's
+                # resend at most: the kept window, max_unacked_bytes).
                 log.info(
                     "aborted a connection with %d bytes it has not read; its session can resume",
-                    writer.get_write_buffer_size(),
+                    buffered,
                 )
                 self._abort()
                 return
-            writer.write(data)
+            writer.write(b"".join(parts) if len(parts) > 2 else parts[0] + parts[1])
         if close is not None:
             self._closing = True
             transport.send_close(cast(WSCloseCode, close.code), close.reason.encode())
