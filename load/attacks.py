@@ -27,7 +27,7 @@ import statistics
 import subprocess
 import sys
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable, Coroutine
 from dataclasses import dataclass, field
 from typing import Any, Final
 
@@ -264,7 +264,7 @@ async def frame_flood(url: str, until: float) -> str:
 async def context_bloat(url: str, until: float) -> str:
     """30 sessions, each with the largest hello.context the server takes, made of empty
     arrays (issue 12, item 4)."""
-    context = [[]] * 330_000  # ~1 MB of JSON, under max_state_bytes
+    context: list[list[int]] = [[]] * 330_000  # ~1 MB of JSON, under max_state_bytes
     kept: list[ClientConnection] = []
     for _ in range(30):
         ws = await connect(url, compression=None, max_size=None)
@@ -297,7 +297,7 @@ async def _drain(ws: ClientConnection) -> None:
             pass
 
 
-Attack = Callable[[str, float], Awaitable[str]]
+Attack = Callable[[str, float], Coroutine[Any, Any, str]]
 #: name -> (attack, vrt serve options, open-file limit)
 ATTACKS: Final[dict[str, tuple[Attack, tuple[str, ...], int | None]]] = {
     "non-reading": (non_reading, (), None),
