@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 
 from vrt.agents.base import Agent, AgentSession, SessionInfo
-from vrt.agents.scripted import SCRIPTED_FORMATS, ScriptedAgent, scripted_agent
+from vrt.agents.scripted import REMEMBERED, SCRIPTED_FORMATS, ScriptedAgent, scripted_agent
 from vrt.audio import frame_bytes, silence, tone
 from vrt.protocol.codec import Invalid, decode_server, encode
 from vrt.protocol.frames import AudioFrame, FrameKind, build_frame, parse_frame
@@ -785,3 +785,20 @@ def test_wire_text_is_what_the_codec_expects() -> None:
             await h.close()
 
     asyncio.run(main())
+
+
+async def test_the_agent_keeps_bounded_state_whatever_the_client_sends() -> None:
+    """docs/limits.md: the scripted agent remembers the last 64 contexts and the playback
+    reports of the last 64 items (95 contexts of 20 MB, or 300,000 reports, grew it
+    without bound before)."""
+    h = Harness(Hello())
+    for n in range(200):
+        h.send(ContextUpdate(context={"n": n}))
+        h.send(Playback(item_id=f"i{n}", played_ms=n))
+    await h.settle()
+    assert len(h.agent.contexts) == REMEMBERED
+    assert h.agent.contexts[-1] == {"n": 199}
+    assert len(h.agent.playback) == REMEMBERED
+    assert "i199" in h.agent.playback
+    assert "i0" not in h.agent.playback
+    await h.close()

@@ -95,9 +95,9 @@ Interruptions and other events
   (§6.3); the agent cancels it and starts the new one.
 * ``ResponseInterrupted``: the reply of the interrupted turn is cancelled. A reply of
   a newer turn is left running.
-* ``ContextChanged``: recorded in :attr:`ScriptedAgent.contexts`.
+* ``ContextChanged``: recorded in :attr:`ScriptedAgent.contexts` (the last 64).
 * ``PlaybackReported``: the last report per item is kept in
-  :attr:`ScriptedAgent.playback`.
+  :attr:`ScriptedAgent.playback` (for the last 64 items reported).
 * ``ToolSettled``: nothing (the futures of issued calls resolve in the seam).
 
 Events are taken with ``AgentSession.listen``. Replies that never wait (``echo``,
@@ -134,6 +134,10 @@ from .base import (
     Turn,
     UserTextReceived,
 )
+
+#: Contexts and playback reports the agent remembers: its state stays bounded however
+#: many a client sends (docs/limits.md).
+REMEMBERED: Final = 64
 
 __all__ = ["SCRIPTED_FORMATS", "ScriptedAgent", "echo", "scripted_agent"]
 
@@ -248,9 +252,9 @@ class ScriptedAgent:
         return _compact(value)
 
     def __init__(self, *, vad_threshold: float = 0.02, hangover_ms: float = 300.0) -> None:
-        #: The last playback report per item id (§8.4).
+        #: The last playback report per item id (§8.4), for the last REMEMBERED items.
         self.playback: dict[str, PlaybackReported] = {}
-        #: Every context the client sent, in order (§5.5).
+        #: The contexts the client sent, in order (§5.5): the last REMEMBERED of them.
         self.contexts: list[Any] = []
         self._vad = EnergyVad(threshold=vad_threshold, hangover_ms=hangover_ms)
         self._reply: asyncio.Task[None] | None = None
@@ -273,8 +277,14 @@ class ScriptedAgent:
             self._cancel_reply(event.turn_id)
         elif isinstance(event, ContextChanged):
             self.contexts.append(event.context)
+            if len(self.contexts) > REMEMBERED:
+                del self.contexts[0]
         elif isinstance(event, PlaybackReported):
-            self.playback[event.item_id] = event
+            playback = self.playback
+            playback.pop(event.item_id, None)
+            playback[event.item_id] = event
+            if len(playback) > REMEMBERED:
+                del playback[next(iter(playback))]
         # ToolSettled: the issued call's future already resolved in the seam.
 
     # -- replies --
