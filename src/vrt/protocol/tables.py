@@ -15,9 +15,9 @@ the two equal.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from enum import StrEnum
-from typing import Final, Generic, TypeVar
+from typing import Any, ClassVar, Final, Generic, TypeVar
 
 import msgspec
 
@@ -36,6 +36,7 @@ __all__ = [
     "ClientState",
     "CompiledRows",
     "Effect",
+    "Machine",
     "Row",
     "ServerAction",
     "ServerInput",
@@ -109,6 +110,27 @@ class Transitions(Generic[S, In, A]):
             )
             for state in states
         }
+
+
+class Machine(Generic[S, In]):
+    """A state machine driven by a table: its state, the compiled rows of that state,
+    and :meth:`_input`, which performs the row for an input (its action, then its next
+    state). A subclass sets ``compiled`` once, from its table and its actions."""
+
+    compiled: ClassVar[Mapping[Any, Mapping[Any, tuple[Callable[[Any, Any, float], None], Any]]]]
+    state: S
+    _rows: Mapping[In, tuple[Callable[[Any, Any, float], None], S | None]]
+
+    def _enter(self, state: S) -> None:
+        self.state = state
+        self._rows = self.compiled[state]
+
+    def _input(self, input: In, argument: Any, now: float) -> None:
+        """Perform the row of the table for ``input`` in the current state."""
+        action, next_state = self._rows[input]
+        action(self, argument, now)
+        if next_state is not None and next_state is not self.state:
+            self._enter(next_state)
 
 
 class CompiledRows(dict[In, tuple[F, S | None]]):

@@ -45,7 +45,7 @@ from ..messages import (
 )
 from ..outputs import Close, CloseCode, Output, SendBinary, SendText
 from ..streams import DEFAULT_MAX_KEPT, IncomingStream, OutgoingStream
-from ..tables import CLIENT_TABLE, ClientAction, ClientInput, ClientState
+from ..tables import CLIENT_TABLE, ClientAction, ClientInput, ClientState, Machine
 from .calls import ToolQueue
 from .events import (
     AudioChunk,
@@ -82,7 +82,7 @@ class _Item:
         self.received_ms = 0.0
 
 
-class ClientSession(EpochGate):
+class ClientSession(Machine[ClientState, ClientInput], EpochGate):
     """The client side of one session, across connections and resumes."""
 
     def __init__(
@@ -108,8 +108,7 @@ class ClientSession(EpochGate):
         self.initial_context = context
         self.auth = auth
         self.ping_interval = ping_interval
-        self.state = ClientState.CONNECTING
-        self._rows = _COMPILED[self.state]
+        self._enter(ClientState.CONNECTING)
         self.session_id: str | None = None
         self.input: Format | None = None
         self.output: Format | None = None
@@ -141,16 +140,6 @@ class ClientSession(EpochGate):
             ToolStream: self._on_tool_stream,
             Error: self._on_error,
         }
-
-    # -- the table --
-
-    def _input(self, input: ClientInput, argument: Any, now: float) -> None:
-        """Perform the row of §5.1 for ``input`` in the current state."""
-        action, next_state = self._rows[input]
-        action(self, argument, now)
-        if next_state is not None and next_state is not self.state:
-            self.state = next_state
-            self._rows = _COMPILED[next_state]
 
     # -- driver interface --
 
@@ -481,4 +470,4 @@ _ACTIONS: Final[Mapping[ClientAction, _Action]] = {
 
 
 #: The table compiled once: per state, input → (action, next state).
-_COMPILED: Final = CLIENT_TABLE.compile(ClientState, _ACTIONS)
+ClientSession.compiled = CLIENT_TABLE.compile(ClientState, _ACTIONS)

@@ -22,7 +22,7 @@ from ..errors import ErrorCode, recoverable_by_default
 from ..frames import AudioFrame, parse_frame
 from ..messages import UNSET, Ack, Error, Hello, Ping, Pong, Ready
 from ..outputs import Close, CloseCode, Output, SendText
-from ..tables import SERVER_TABLE, ServerAction, ServerInput, ServerState
+from ..tables import SERVER_TABLE, Machine, ServerAction, ServerInput, ServerState
 from .budget import TokenBucket
 from .config import ServerConfig
 from .events import HelloReceived
@@ -33,15 +33,14 @@ __all__ = ["ServerConnection"]
 _Action: TypeAlias = Callable[["ServerConnection", Any, float], None]
 
 
-class ServerConnection:
+class ServerConnection(Machine[ServerState, ServerInput]):
     """One client WebSocket, bound to at most one session (§5.1)."""
 
     def __init__(self, config: ServerConfig, now: float) -> None:
         self.config = config
-        self.state = ServerState.AWAITING_HELLO
         self.session: ServerSession | None = None
         self.hello: Hello | None = None
-        self._rows = _COMPILED[self.state]
+        self._enter(ServerState.AWAITING_HELLO)
         self._decoder = shared_decoder("client", config.limits)
         self._outbox: list[Output] = []
         self._events: list[HelloReceived] = []
@@ -51,16 +50,6 @@ class ServerConnection:
         self._frame_budget = TokenBucket(config.frame_rate, config.frame_burst, now)
         self._byte_budget = TokenBucket(config.byte_rate, config.byte_burst, now)
         self._invalid: deque[float] | None = None  # made on the first invalid frame
-
-    # -- the table --
-
-    def _input(self, input: ServerInput, argument: Any, now: float) -> None:
-        """Perform the row of §5.1 for ``input`` in the current state."""
-        action, next_state = self._rows[input]
-        action(self, argument, now)
-        if next_state is not None and next_state is not self.state:
-            self.state = next_state
-            self._rows = _COMPILED[next_state]
 
     # -- driver interface --
 
@@ -384,4 +373,4 @@ _ACTIONS: Final[Mapping[ServerAction, _Action]] = {
 
 
 #: The table compiled once: per state, input → (action, next state).
-_COMPILED: Final = SERVER_TABLE.compile(ServerState, _ACTIONS)
+ServerConnection.compiled = SERVER_TABLE.compile(ServerState, _ACTIONS)
