@@ -240,8 +240,8 @@ async def serve_websockets(stop: asyncio.Event) -> None:
 
 
 async def serve_vrt(stop: asyncio.Event, experiments: list[str]) -> None:
-    from vrt.server import VrtServer, app
-    from vrt.server.websocket import ClientConnection
+    from vrt.server import ServerConfig, VrtServer, app
+    from vrt.server.websocket import ClientConnection, EdgeLimits
 
     from . import experiments as bench_experiments
     from .agents import bench_agent_factory
@@ -273,7 +273,15 @@ async def serve_vrt(stop: asyncio.Event, experiments: list[str]) -> None:
             connection.resumed = connection.loop.create_future()
         return connection.resumed
 
-    server = VrtServer(bench_agent_factory(wait_writable))
+    # The throughput scenarios push far beyond real time on purpose: lift the per-
+    # connection read budget and the unread-output bound that defend against hostile
+    # clients (docs/limits.md); their checks still run on every frame and write.
+    unlimited = float(1 << 40)
+    config = ServerConfig(
+        frame_rate=unlimited, frame_burst=unlimited, byte_rate=unlimited, byte_burst=unlimited
+    )
+    edge = EdgeLimits(max_message_bytes=4 << 20, max_write_buffer=1 << 30)
+    server = VrtServer(bench_agent_factory(wait_writable), config=config, edge=edge)
     url = await server.start(HOST, 0)
     print(f"READY {url.rsplit(':', 1)[1]}", flush=True)
     try:

@@ -135,9 +135,9 @@ class ClientConnection(WSListener):
             (self._closing or transport.is_close_frame_sent) and kind != WSMsgType.CLOSE
         ):
             return  # a closing connection acts on nothing more (e.g. a frame refused with 1009)
-        protocol = self.protocol
         now = self.loop.time()
-        protocol.frame_received(now, frame.payload_size)
+        if self.protocol.frame_received(now, frame.payload_size):
+            self._throttle(now)
         if frame.rsv1 or frame.rsv2 or frame.rsv3:
             self._fail(WSCloseCode.PROTOCOL_ERROR, "reserved bits set, and no extension is agreed")
             return
@@ -164,7 +164,6 @@ class ClientConnection(WSListener):
         elif kind == WSMsgType.CLOSE:
             self._echo_close(transport, frame)
             return
-        self._throttle(now)
         self._pump_soon()
 
     def _echo_close(self, transport: WSTransport, frame: WSFrame) -> None:

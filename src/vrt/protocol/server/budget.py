@@ -4,40 +4,57 @@ one for bytes.
 Every WebSocket frame a client sends, of any kind, takes one token from the frame
 bucket and its size from the byte bucket; both refill at their rate up to their burst.
 A connection that spends beyond its tokens is throttled: the driver stops reading it
-until the buckets are back above zero (the client's writes wait in TCP, nothing is
-lost). One that goes on regardless (the frames already read when reading stopped take
-it a whole burst below zero) is flooding, and is closed with RATE_LIMITED.
+until the buckets are back at zero (the client's writes wait in TCP, nothing is lost).
+One that goes on regardless (the frames already read when reading stopped take it a
+whole burst below zero) is flooding, and is closed with RATE_LIMITED.
 """
 
 from __future__ import annotations
 
-__all__ = ["TokenBucket"]
+__all__ = ["ReadBudget"]
 
 
-class TokenBucket:
-    """``rate`` tokens per second, at most ``burst`` saved; spending may go below zero."""
+class ReadBudget:
+    """Both buckets of one connection; spending may go below zero (into debt)."""
 
-    __slots__ = ("_at", "_tokens", "burst", "rate")
+    __slots__ = ("_at", "_bytes", "_frames", "byte_burst", "byte_rate", "frame_burst", "frame_rate")
 
-    def __init__(self, rate: float, burst: float, now: float) -> None:
-        if rate <= 0 or burst <= 0:
-            raise ValueError("a token bucket needs a positive rate and burst")
-        self.rate = rate
-        self.burst = burst
-        self._tokens = burst
+    def __init__(
+        self, frame_rate: float, frame_burst: float, byte_rate: float, byte_burst: float, now: float
+    ) -> None:
+        if min(frame_rate, frame_burst, byte_rate, byte_burst) <= 0:
+            raise ValueError("a read budget needs positive rates and bursts")
+        self.frame_rate = frame_rate
+        self.frame_burst = frame_burst
+        self.byte_rate = byte_rate
+        self.byte_burst = byte_burst
+        self._frames = frame_burst
+        self._bytes = byte_burst
         self._at = now
 
-    def spend(self, cost: float, now: float) -> float:
-        """Take ``cost`` tokens; return the tokens left (negative: in debt)."""
-        tokens = self._tokens + (now - self._at) * self.rate
-        self._tokens = (tokens if tokens < self.burst else self.burst) - cost
+    def spend(self, size: int, now: float) -> float:
+        """Take one frame of ``size`` bytes (one call per frame, on the hot path: the
+        refill is computed inline). Returns the fuller bucket's level as a share of its
+        burst, the emptier one's: 0 or more within the budget, below 0 in debt (stop
+        reading), below -1 a whole burst beyond it (flooding)."""
+        elapsed = now - self._at
         self._at = now
-        return self._tokens
+        frames = self._frames + elapsed * self.frame_rate
+        frames = min(frames, self.frame_burst)
+        data = self._bytes + elapsed * self.byte_rate
+        data = min(data, self.byte_burst)
+        frames -= 1.0
+        data -= size
+        self._frames = frames
+        self._bytes = data
+        if frames >= 0 and data >= 0:
+            return 0.0
+        return min(frames / self.frame_burst, data / self.byte_burst)
 
-    def tokens(self, now: float) -> float:
-        tokens = self._tokens + (now - self._at) * self.rate
-        return tokens if tokens < self.burst else self.burst
-
-    def ready_at(self) -> float:
-        """When the bucket is back at zero (now or in the past if it is not in debt)."""
-        return self._at + max(0.0, -self._tokens) / self.rate
+    def readable_at(self) -> float:
+        """When both buckets are back at zero: the time of the last spend when neither
+        is in debt."""
+        frames, data = self._frames, self._bytes
+        if frames >= 0 and data >= 0:
+            return self._at
+        return self._at + max(-frames / self.frame_rate, -data / self.byte_rate, 0.0)

@@ -23,7 +23,7 @@ from ..frames import AudioFrame, parse_frame
 from ..messages import UNSET, Ack, Error, Hello, Ping, Pong, Ready
 from ..outputs import Close, CloseCode, Output, SendText
 from ..tables import SERVER_TABLE, Machine, ServerAction, ServerInput, ServerState
-from .budget import TokenBucket
+from .budget import ReadBudget
 from .config import ServerConfig
 from .events import HelloReceived
 from .session import BoundConnection, ServerSession
@@ -47,8 +47,9 @@ class ServerConnection(Machine[ServerState, ServerInput]):
         self._kept: list[Decoded[Any]] = []
         self._last_frame = now
         self._hello_deadline = now + config.hello_timeout
-        self._frame_budget = TokenBucket(config.frame_rate, config.frame_burst, now)
-        self._byte_budget = TokenBucket(config.byte_rate, config.byte_burst, now)
+        self._budget = ReadBudget(
+            config.frame_rate, config.frame_burst, config.byte_rate, config.byte_burst, now
+        )
         self._invalid: deque[float] | None = None  # made on the first invalid frame
 
     # -- driver interface --
@@ -99,25 +100,28 @@ class ServerConnection(Machine[ServerState, ServerInput]):
         else:
             self._input(ServerInput.INPUT_AUDIO, frame, now)
 
-    def frame_received(self, now: float, size: int = 0) -> None:
+    def frame_received(self, now: float, size: int = 0) -> bool:
         """A WebSocket frame of ``size`` bytes arrived, of any kind: it counts for the
         heartbeat (§4.4: a frame of any kind) and against the connection's read budget
-        (budget.py); a connection far beyond it is closed with RATE_LIMITED (§11)."""
+        (budget.py). True when the budget is spent: the driver stops reading until
+        :meth:`readable_at`; a connection far beyond it is closed with RATE_LIMITED (§11)."""
         self._last_frame = now
-        frames = self._frame_budget.spend(1, now)
-        data = self._byte_budget.spend(size, now)
-        if frames < -self.config.frame_burst or data < -self.config.byte_burst:
+        level = self._budget.spend(size, now)
+        if level >= 0:
+            return False
+        if level < -1:
             self._input(
                 ServerInput.FLOOD,
                 f"more than {self.config.frame_rate:g} frames or {self.config.byte_rate:g} "
                 "bytes per second, long after reading was slowed (§11)",
                 now,
             )
+        return True
 
     def readable_at(self) -> float:
         """From when the driver may read this connection again: in the future while its
         read budget is spent (the client's data waits in TCP; nothing is lost)."""
-        return max(self._frame_budget.ready_at(), self._byte_budget.ready_at())
+        return self._budget.readable_at()
 
     def connection_lost(self, now: float) -> None:
         """The WebSocket ended: a bound session is parked (§5.1)."""
