@@ -14,7 +14,7 @@ from typing import Annotated, Any
 import typer
 
 from . import __version__
-from .agents import DEFAULT_AGENT, AgentSetupError, load_agent
+from .agents import DEFAULT_AGENT, AgentSetupError, load_agent, load_default_agent
 from .protocol.server import ServerConfig
 from .protocol.streams import DEFAULT_MAX_KEPT
 
@@ -56,14 +56,17 @@ def serve(
         int, typer.Option(metavar="PORT", help="TCP port (0 picks a free one).")
     ] = 8765,
     agent: Annotated[
-        str,
+        str | None,
         typer.Option(
             metavar="NAME",
-            help="The agent behind each session: scripted (deterministic, for tests and "
-            "demos), openai-realtime (speech to speech), openai-chat (text; any "
-            "OpenAI-compatible server). See docs/agents.md.",
+            help=f"The agent behind each session: {DEFAULT_AGENT} (the default: offline "
+            "speech in and out, docs/voice.md; the scripted agent without the voice "
+            "extra), scripted (deterministic, for tests and demos), openai-realtime "
+            "(speech to speech), openai-chat (text; any OpenAI-compatible server). "
+            "See docs/agents.md.",
+            show_default=False,
         ),
-    ] = DEFAULT_AGENT,
+    ] = None,
     auth_token: Annotated[
         list[str] | None,
         typer.Option(
@@ -145,13 +148,20 @@ def serve(
             raise _fail(f"--agent-option {item!r}: expected KEY=VALUE")
         options[key] = setting
     try:
-        factory = load_agent(agent, options)
+        if agent is None:
+            agent, factory, notice = load_default_agent(options)
+            if notice:
+                typer.echo(f"vrt: {notice}", err=True)
+        else:
+            factory = load_agent(agent, options)
     except KeyError as exc:
         raise _fail(str(exc.args[0])) from None
     except AgentSetupError as exc:
-        raise _fail(f"--agent {agent}: {exc}") from None
+        raise _fail(f"--agent {agent or DEFAULT_AGENT}: {exc}") from None
     except ImportError as exc:
-        raise _fail(f"the {agent} agent needs a package that is missing: {exc.name}") from None
+        raise _fail(
+            f"the {agent or DEFAULT_AGENT} agent needs a package that is missing: {exc.name}"
+        ) from None
     authenticator = None
     if auth_token:
         try:
@@ -234,9 +244,36 @@ def chat(
     audio: Annotated[
         bool, typer.Option("--audio", help="Talk and listen through the microphone and speaker.")
     ] = False,
+    voice: Annotated[
+        bool,
+        typer.Option(
+            "--voice",
+            help="Speech only: the microphone (always on, or --push-to-talk) and the speaker.",
+        ),
+    ] = False,
+    push_to_talk: Annotated[
+        bool, typer.Option("--push-to-talk", help="With --voice: Enter starts and ends speaking.")
+    ] = False,
+    wav: Annotated[
+        Path | None,
+        typer.Option(
+            metavar="FILE",
+            help="Speak a recording (mono 16-bit WAV) instead of the microphone, print the "
+            "exchange and the voice-to-voice latency. See docs/voice.md.",
+        ),
+    ] = None,
+    save_reply: Annotated[
+        Path | None, typer.Option(metavar="FILE", help="With --wav: save the reply's audio.")
+    ] = None,
 ) -> None:
     """Talk to any vRT server by text in the terminal. Ctrl-C interrupts the agent; a
     second Ctrl-C quits."""
+    if wav is not None or voice:
+        from .voice.chat import run_voice_chat, run_wav
+
+        if wav is not None:
+            raise typer.Exit(run_wav(url, wav, auth=auth, save_reply=save_reply))
+        raise typer.Exit(run_voice_chat(url, auth=auth, push_to_talk=push_to_talk))
     from .chat import run_chat
 
     raise typer.Exit(run_chat(url, auth=auth, capabilities=tuple(capability or ()), audio=audio))

@@ -1,0 +1,62 @@
+"""Speech in, speech out, through a real ``vrt serve`` (the default agent: the offline
+voice agent with the scripted brain): recorded utterances are streamed as 20 ms input
+frames in real time, as a microphone would send them.
+
+* The recogniser's final transcripts over the whole corpus (24 utterances, 140 words,
+  four espeak-ng voices) have a word error rate under :data:`WER_BOUND`. Whisper
+  tiny.en measured 11 % on it here (``docs/voice.md``); the bound leaves room for
+  decoding differences between machines, and fails if recognition breaks (a wrong
+  sample rate or a lost pre-roll costs far more).
+* Each spoken reply (the scripted brain echoes what it heard), run back through the
+  recogniser, holds the reply's words: its word error rate against the agent's
+  transcript is under :data:`REPLY_WER_BOUND`.
+
+About 30 s: four sessions at a time, each speaking its share of the corpus.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any, Final
+
+import pytest
+from speech import Utterance, corpus, errors, to_16k, word_error_rate
+
+from vrt.voice.chat import Conversation, converse
+
+pytestmark = pytest.mark.timeout(240)
+
+WER_BOUND: Final = 0.25
+REPLY_WER_BOUND: Final = 0.15
+SESSIONS: Final = 4
+
+
+async def _speak_all(url: str, utterances: list[Utterance]) -> list[Conversation]:
+    return [await converse(url, u.pcm16, 16000, tail_ms=800) for u in utterances]
+
+
+async def test_speech_is_recognised_and_answered_in_speech(voice_url: str, stages: Any) -> None:
+    utterances = corpus()
+    assert len(utterances) >= 20
+    shares = [utterances[k::SESSIONS] for k in range(SESSIONS)]
+    results = await asyncio.gather(*(_speak_all(voice_url, share) for share in shares))
+    heard: list[tuple[str, str]] = []
+    replies: list[tuple[str, str]] = []
+    for share, conversations in zip(shares, results, strict=True):
+        for utterance, conversation in zip(share, conversations, strict=True):
+            finals = conversation.transcripts("user")
+            assert len(finals) == 1, (utterance.name, conversation.events)
+            heard.append((utterance.words, finals[0]))
+            assert "listening" in conversation.states()
+            spoken = conversation.transcripts("agent")
+            assert spoken, (utterance.name, "no agent transcript")
+            audio, rate = conversation.reply_pcm16()
+            assert len(audio) > rate // 5, "the reply has under 200 ms of audio"
+            back = stages.stt.transcribe(to_16k(audio, rate))
+            replies.append((spoken[-1], back))
+    wer = word_error_rate(heard)
+    report = "\n".join(f"{e[0]}/{e[1]} {r!r} -> {h!r}" for r, h in heard if (e := errors(r, h))[0])
+    assert wer < WER_BOUND, f"word error rate {wer:.1%}:\n{report}"
+    reply_wer = word_error_rate(replies)
+    assert reply_wer < REPLY_WER_BOUND, f"reply word error rate {reply_wer:.1%}: {replies}"
+    print(f"WER {wer:.1%} over {len(heard)} utterances; replies {reply_wer:.1%}")
