@@ -57,10 +57,9 @@ def main() -> None:
             )
             # 16 kHz mono 16-bit, leading and trailing silence trimmed (the tests add
             # their own), peak normalised to -3 dBFS.
+            trim = "silence 1 0.02 0.5% reverse silence 1 0.02 0.5% reverse norm -3".split()  # noqa: SIM905
             subprocess.run(
-                ["sox", str(raw), "-r", "16000", "-c", "1", "-b", "16", str(HERE / name),
-                 "silence", "1", "0.02", "0.5%", "reverse", "silence", "1", "0.02", "0.5%",
-                 "reverse", "norm", "-3"],
+                ["sox", str(raw), "-r", "16000", "-c", "1", "-b", "16", str(HERE / name), *trim],
                 check=True,
             )
             manifest[name] = words
