@@ -30,7 +30,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import Callable
+from collections import deque
 from dataclasses import dataclass, field
 from typing import Final
 
@@ -60,7 +60,7 @@ from .stages import (
 )
 from .turns import TurnDetector
 
-__all__ = ["VOICE_FORMATS", "VoiceAgent", "VoiceConfig", "VoiceStages"]
+__all__ = ["VOICE_FORMATS", "Timing", "VoiceAgent", "VoiceConfig", "VoiceStages"]
 
 log = logging.getLogger(__name__)
 
@@ -106,6 +106,27 @@ class _TurnOver(Exception):
 
 
 @dataclass(slots=True)
+class Timing:
+    """When each step of one spoken exchange happened, on the event loop's clock
+    (seconds), for the latency figures (``bench/voice.py``, ``docs/voice.md``)."""
+
+    #: Where the detector confirmed the start, in the session's input audio time (ms).
+    start_ms: float
+    #: The last input frame the detector judged speech was handled.
+    last_voice: float = 0.0
+    #: The hangover passed: the user's turn ended.
+    end: float = 0.0
+    #: The final transcript was ready.
+    final: float | None = None
+    #: The brain's first text chunk of the reply.
+    reply: float | None = None
+    #: The first audio of the reply was synthesised.
+    synthesized: float | None = None
+    #: The reply's first output frame was written.
+    first_frame: float | None = None
+
+
+@dataclass(slots=True)
 class _Clause:
     text: str
     start_ms: float
@@ -129,12 +150,15 @@ class _Speaker:
         self.sent_ms = 0.0
         self.done = False  # spoken to the end, or stopped
         self.history_index: int | None = None
+        self.timing: Timing | None = None
         self.encoder = OutputEncoder(session.output_format, agent.stages.tts.sample_rate)
         self.task = asyncio.create_task(self._run(), name=f"voice speaker {turn_id}")
 
     # -- text in --
 
     def add(self, chunk: str) -> None:
+        if self.timing is not None and self.timing.reply is None:
+            self.timing.reply = asyncio.get_running_loop().time()
         self.received += chunk
         for clause in self.splitter.add(chunk):
             self._take(clause)
@@ -161,12 +185,18 @@ class _Speaker:
 
     async def _run(self) -> None:
         try:
-            while (clause := await self.queue.get()) is not None:
-                start = self.sent_ms
-                async for samples in self.agent.stages.tts.synthesize(clause):
-                    for frame in self.encoder.encode(samples):
+            while (text := await self.queue.get()) is not None:
+                # The clause's span grows as its audio is synthesised, before it is sent:
+                # an interruption mid-clause knows how much of it was played.
+                clause = _Clause(text, self.sent_ms, self.sent_ms)
+                self.clauses.append(clause)
+                async for samples in self.agent.stages.tts.synthesize(text):
+                    if self.timing is not None and self.timing.synthesized is None:
+                        self.timing.synthesized = asyncio.get_running_loop().time()
+                    frames = self.encoder.encode(samples)
+                    clause.end_ms += len(frames) * FRAME_MS
+                    for frame in frames:
                         await self._write(frame)
-                self.clauses.append(_Clause(clause, start, self.sent_ms))
             for frame in self.encoder.flush():
                 await self._write(frame)
         except _TurnOver:
@@ -177,7 +207,7 @@ class _Speaker:
             self.turn.end()
             return
         self.done = True
-        spoken = " ".join(clause.text for clause in self.clauses)
+        spoken = " ".join(clause.text for clause in self.clauses if clause.end_ms > clause.start_ms)
         self.agent.replied(self, spoken)
         if spoken:
             self.turn.transcript(spoken)
@@ -190,6 +220,8 @@ class _Speaker:
             if self.item is None:
                 raise _TurnOver
             self.started = loop.time()
+            if self.timing is not None:
+                self.timing.first_frame = self.started
             self.agent.first_audio(self)
         ahead = self.sent_ms - (loop.time() - self.started) * 1000
         lead = self.agent.config.lead_ms
@@ -233,6 +265,7 @@ class _Speaker:
 class _Utterance:
     recognition: Recognition
     turn: Turn
+    timing: Timing
     #: Everything fed, so that speech resuming before the final joins this utterance.
     audio: list[Samples] = field(default_factory=list)
     samples: int = 0
@@ -257,8 +290,9 @@ class VoiceAgent:
         self.config = config
         #: The conversation as the user heard it: ("user" | "agent", text), in order.
         self.history: list[tuple[str, str]] = []
-        #: Called with the loop time of each reply's first output frame (benchmarks).
-        self.on_first_audio: Callable[[float], None] | None = None
+        #: The latest spoken exchanges' timings, oldest first.
+        self.timings: deque[Timing] = deque(maxlen=64)
+        self._timing: Timing | None = None  # of the utterance the brain answers next
         self._session: AgentSession | None = None
         self._brain_session: BrainSession | None = None
         self._decoder: InputDecoder | None = None
@@ -342,25 +376,29 @@ class VoiceAgent:
         samples = self._decoder.decode(payload)
         if not samples.size:
             return
+        now = asyncio.get_running_loop().time()
         for event in detector.feed(samples):
             utterance = self._utterance
             if event.kind == "start":
                 assert event.audio is not None
-                self._speech_started(session, event.audio)
+                self._speech_started(session, event.audio, Timing(event.at_ms, now))
             elif utterance is None:
                 continue
             elif event.kind == "audio":
                 assert event.audio is not None
                 utterance.feed(event.audio)
+                if event.speech:
+                    utterance.timing.last_voice = now
             elif event.kind == "pause":
                 utterance.recognition.pause()
             elif event.kind == "resume":
                 utterance.recognition.resume()
             else:
+                utterance.timing.end = now
                 self._utterance, self._finishing = None, utterance
                 self._spawn(self._finish(session, utterance), "voice utterance")
 
-    def _speech_started(self, session: AgentSession, audio: Samples) -> None:
+    def _speech_started(self, session: AgentSession, audio: Samples, timing: Timing) -> None:
         self._barge_in(tell_brain=True)
         self._brain().adopt = None
         turn = session.user_started_speaking()
@@ -382,7 +420,7 @@ class VoiceAgent:
             if self._utterance is utterance and turn.active:
                 session.user_transcript(text, final=False)
 
-        utterance = _Utterance(self.stages.stt.start(partial), turn)
+        utterance = _Utterance(self.stages.stt.start(partial), turn, timing)
         self._utterance = utterance
         for piece in (*carried, audio):
             utterance.feed(piece)
@@ -390,6 +428,7 @@ class VoiceAgent:
     async def _finish(self, session: AgentSession, utterance: _Utterance) -> None:
         try:
             text = await utterance.recognition.final()
+            utterance.timing.final = asyncio.get_running_loop().time()
         except StageError as exc:
             if not utterance.settled:
                 utterance.settled = True
@@ -409,9 +448,12 @@ class VoiceAgent:
         self.history.append(("user", text))
         brain = self._brain()
         brain.adopt = turn
+        self.timings.append(utterance.timing)
+        self._timing = utterance.timing
         brain.deliver([UserTextReceived(text=text)])
         # A brain reading session.events() takes the event on its next step.
         await asyncio.sleep(0)
+        self._timing = None
         if brain.adopt is turn:
             brain.adopt = None
             turn.end()  # the brain began no reply (the scripted "error", say)
@@ -430,6 +472,7 @@ class VoiceAgent:
             self._barge_in(tell_brain=False)
         assert self._session is not None
         self._speaker = _Speaker(self, self._session, turn_id)
+        self._speaker.timing, self._timing = self._timing, None
 
     def _speaker_of(self, turn_id: str) -> _Speaker | None:
         speaker = self._speaker
@@ -455,8 +498,6 @@ class VoiceAgent:
             self._speakers[speaker.item.id] = speaker
             while len(self._speakers) > 8:  # playback reports come for recent items
                 self._speakers.pop(next(iter(self._speakers)))
-        if self.on_first_audio is not None:
-            self.on_first_audio(speaker.started)
 
     def replied(self, speaker: _Speaker, spoken: str) -> None:
         """A reply was spoken to its end."""

@@ -2,7 +2,9 @@
 
 The first audio of a reply waits only for its first clause, so clauses end early: at
 a sentence end (``. ! ?``), at ``; :``, and at a comma or dash once the clause has a few
-words; a clause that grows too long without any of them is cut at a space. A boundary
+words; a clause that grows too long without any of them is cut at a space (text with
+no space waits: it may be a brain's words sent one per chunk, to be joined by its
+transcript). A boundary
 counts only once the text after it has started (``3.5`` or ``e.g.`` mid-stream is not
 cut), or when the reply's text is complete.
 """
@@ -19,7 +21,7 @@ _WEAK: Final = re.compile(r"[,\u2013\u2014]\s")
 #: Words a clause needs before a comma ends it (a lone "Well," is not worth a pause).
 _WEAK_MIN_WORDS: Final = 4
 #: Characters after which a clause with no boundary is cut at its last space.
-_LONGEST: Final = 160
+_LONGEST: Final = 100
 
 
 class ClauseSplitter:
@@ -58,7 +60,8 @@ class ClauseSplitter:
                     break
         if end is None and len(text) > _LONGEST:
             space = text.rfind(" ", 0, _LONGEST)
-            end = space + 1 if space > 0 else _LONGEST
+            if space > 0:  # text with no space at all waits (a brain's word-per-chunk text)
+                end = space + 1
         if end is None:
             return None
         clause, self._text = text[:end].strip(), text[end:]

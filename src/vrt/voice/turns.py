@@ -42,6 +42,8 @@ class TurnEvent:
     kind: Literal["start", "audio", "pause", "resume", "end"]
     at_ms: float
     audio: Samples | None = None
+    #: An ``audio`` window the detector judged speech.
+    speech: bool = False
 
 
 class TurnDetector:
@@ -103,7 +105,7 @@ class TurnDetector:
                 events.append(TurnEvent("start", self._time_ms, audio))
             return
         self._utterance_ms += self.window_ms
-        events.append(TurnEvent("audio", self._time_ms, window))
+        events.append(TurnEvent("audio", self._time_ms, window, speech))
         if speech:
             self._last_speech_end = self._time_ms
             self._silence_since = None

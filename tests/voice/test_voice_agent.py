@@ -1,0 +1,233 @@
+"""The voice agent behind a real server in this process, so that its conversation history
+and timings can be read: barge-in (§6.2) and truncation to what was played (§8.4),
+typed text answered in text and speech, the negotiated output formats (§8.2)."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import AsyncIterator, Callable
+from typing import Any
+
+import av
+import numpy as np
+import pytest
+from speech import corpus, errors, to_16k
+
+from support import RunningServer, start_server
+from vrt.agents import SessionInfo
+from vrt.agents.scripted import ScriptedAgent
+from vrt.client import (
+    AudioChunk,
+    AudioStarted,
+    InterruptedEpoch,
+    TextReceived,
+    TranscriptReceived,
+    TurnChanged,
+    VrtClient,
+)
+from vrt.protocol.messages import Format
+from vrt.voice.agent import VoiceAgent, VoiceConfig
+from vrt.voice.chat import Conversation, listen, speak
+
+pytestmark = pytest.mark.timeout(120)
+
+PCM16K = Format(encoding="pcm16", sample_rate=16000)
+LONG_REPLY = " ".join(
+    "one two three four five six seven eight nine ten eleven twelve thirteen fourteen "
+    "fifteen sixteen seventeen eighteen nineteen twenty".split()
+    * 2
+)
+
+
+@pytest.fixture
+async def served(stages: Any) -> AsyncIterator[tuple[RunningServer, list[VoiceAgent]]]:
+    agents: list[VoiceAgent] = []
+
+    def factory(info: SessionInfo) -> VoiceAgent:
+        del info
+        agent = VoiceAgent(stages, ScriptedAgent(), VoiceConfig())
+        agents.append(agent)
+        return agent
+
+    server = await start_server(agent_factory=factory)
+    yield server, agents
+    await server.close()
+
+
+async def _until(
+    conversation: Conversation, done: Callable[[Any], bool], timeout: float = 20.0
+) -> Any:
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + timeout
+    seen = 0
+    while loop.time() < deadline:
+        for _, event in conversation.events[seen:]:
+            if done(event):
+                return event
+        seen = len(conversation.events)
+        await asyncio.sleep(0.02)
+    raise AssertionError(f"not seen within {timeout} s: {conversation.events}")
+
+
+@contextlib.asynccontextmanager
+async def _session(
+    url: str, *, input: Format = PCM16K, output: Format | None = None
+) -> AsyncIterator[tuple[VrtClient, Conversation]]:
+    async with VrtClient(url, input=input, output=output) as client:
+        conversation = Conversation()
+        first = await client.next_event(10.0)
+        conversation.output = first.output  # type: ignore[union-attr]
+        task = asyncio.create_task(listen(client, conversation))
+        try:
+            yield client, conversation
+        finally:
+            task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+
+
+def _idle_after_speech(event: Any, spoke: list[bool]) -> bool:
+    if isinstance(event, AudioStarted):
+        spoke.append(True)
+    return bool(spoke) and isinstance(event, TurnChanged) and event.state == "idle"
+
+
+async def test_typed_text_is_answered_in_text_and_speech(
+    served: tuple[RunningServer, list[VoiceAgent]], stages: Any
+) -> None:
+    server, agents = served
+    async with _session(server.url) as (client, conversation):
+        await client.send_text("echo good evening, how was your day")
+        spoke: list[bool] = []
+        await _until(conversation, lambda e: _idle_after_speech(e, spoke))
+    texts = [e.text for _, e in conversation.events if isinstance(e, TextReceived)]
+    assert texts == "good evening, how was your day".split()  # the scripted contract
+    assert conversation.transcripts("agent") == ["good evening, how was your day"]
+    audio, rate = conversation.reply_pcm16()
+    back = stages.stt.transcribe(to_16k(audio, rate))
+    wrong, total = errors("good evening how was your day", back)
+    assert wrong <= 1, back
+    assert agents[0].history == [
+        ("user", "echo good evening, how was your day"),
+        ("agent", "good evening, how was your day"),
+    ]
+
+
+async def test_a_spoken_answer_continues_the_listening_turn(
+    served: tuple[RunningServer, list[VoiceAgent]],
+) -> None:
+    server, agents = served
+    utterance = corpus()[0]  # "what time is it"
+    async with _session(server.url) as (client, conversation):
+        await speak(client, conversation, utterance.pcm16 + bytes(32000), 16000, PCM16K)
+        spoke: list[bool] = []
+        await _until(conversation, lambda e: _idle_after_speech(e, spoke))
+    turns = [(e.turn_id, e.state) for _, e in conversation.events if isinstance(e, TurnChanged)]
+    assert [state for _, state in turns] == ["listening", "thinking", "speaking", "idle"]
+    assert len({turn for turn, _ in turns}) == 1, "the reply continues the listening turn"
+    assert agents[0].history[0][0] == "user"
+    timing = agents[0].timings[-1]
+    assert timing.last_voice <= timing.end <= timing.final  # type: ignore[operator]
+    assert timing.first_frame is not None
+
+
+async def test_speech_interrupts_the_reply_and_the_history_keeps_what_was_played(
+    served: tuple[RunningServer, list[VoiceAgent]],
+) -> None:
+    server, agents = served
+    async with _session(server.url) as (client, conversation):
+        await client.send_text(f"echo {LONG_REPLY}")
+        started = await _until(conversation, lambda e: isinstance(e, AudioStarted))
+        await asyncio.sleep(1.5)  # the user hears the reply for a while
+        utterance = corpus()[0]
+        await speak(client, conversation, utterance.pcm16 + bytes(32000), 16000, PCM16K)
+        interrupted = await _until(conversation, lambda e: isinstance(e, InterruptedEpoch))
+        assert interrupted.epoch == started.epoch
+        spoke: list[bool] = []
+        await _until(
+            conversation,
+            lambda e: (
+                isinstance(e, AudioStarted)
+                and e.epoch > started.epoch
+                or (spoke and _idle_after_speech(e, spoke))
+            ),
+        )
+        spoke.append(True)
+        await _until(conversation, lambda e: _idle_after_speech(e, spoke))
+        agent = agents[0]
+        # The interruption came from the detector within its minimum speech plus two
+        # windows of the speech's onset, in audio time (the session heard nothing before).
+        start_ms = agent.timings[-1].start_ms
+        assert start_ms <= VoiceConfig().min_speech_ms + 2 * 32 + 32
+        said, heard = agent.history[0], agent.history[1]
+        assert said == ("user", f"echo {LONG_REPLY}")
+        assert heard[0] == "agent"
+        heard_words = heard[1].split()
+        assert 0 < len(heard_words) < len(LONG_REPLY.split())
+        assert LONG_REPLY.split()[: len(heard_words)] == heard_words
+        assert agent.history[2][0] == "user" and agent.history[3][0] == "agent"
+        # The client reports how much it played (§8.4): the history follows it.
+        await client.playback(started.item_id, 400)
+        await asyncio.sleep(0.3)
+        reported = agent.history[1][1].split()
+        assert len(reported) < len(heard_words)
+        assert LONG_REPLY.split()[: len(reported)] == reported
+    # No audio of the interrupted item after the interruption reached the client.
+    times = [t for t, e in conversation.events if isinstance(e, InterruptedEpoch)]
+    assert times
+
+
+@pytest.mark.parametrize("encoding", ["pcmu", "opus"])
+async def test_output_formats(
+    served: tuple[RunningServer, list[VoiceAgent]], stages: Any, encoding: str
+) -> None:
+    server, _ = served
+    fmt = (
+        Format(encoding="pcmu")
+        if encoding == "pcmu"
+        else Format(encoding="opus", sample_rate=48000)
+    )
+    frames: list[bytes] = []
+    async with VrtClient(server.url, input=PCM16K, output=fmt) as client:
+        ready = await client.next_event(10.0)
+        assert ready.output.encoding == encoding  # type: ignore[union-attr]
+        await client.send_text("echo open the window")
+        while True:
+            event = await client.next_event(20.0)
+            if isinstance(event, AudioChunk):
+                frames.append(event.payload)
+            elif isinstance(event, TurnChanged) and event.state == "idle":
+                break
+    assert frames
+    if encoding == "pcmu":
+        assert {len(frame) for frame in frames} == {160}  # 20 ms at 8 kHz
+        from vrt.audio import pcmu_to_pcm16
+
+        audio = to_16k(pcmu_to_pcm16(b"".join(frames)), 8000)
+    else:
+        decoder = av.CodecContext.create("opus", "r")
+        decoded = [
+            frame.to_ndarray().reshape(-1)
+            for packet in frames
+            for frame in decoder.decode(av.Packet(packet))
+        ]
+        pcm = (np.concatenate(decoded) * 32767).astype("<i2").tobytes()
+        audio = to_16k(pcm, 48000)
+    back = stages.stt.transcribe(audio)
+    assert errors("open the window", back)[0] <= 1, back
+
+
+async def test_pcmu_input_is_recognised(
+    served: tuple[RunningServer, list[VoiceAgent]],
+) -> None:
+    server, _ = served
+    utterance = corpus()[6]  # "what is the capital of france"
+    import soxr
+
+    narrow = soxr.resample(utterance.samples, 16000, 8000)
+    pcm = (np.clip(narrow, -1, 1) * 32767).astype("<i2").tobytes() + bytes(16000)
+    async with _session(server.url, input=Format(encoding="pcmu")) as (client, conversation):
+        await speak(client, conversation, pcm, 8000, Format(encoding="pcmu"))
+        final = await _until(conversation, lambda e: isinstance(e, TranscriptReceived) and e.final)
+    assert errors(utterance.words, final.text)[0] <= 1, final.text
