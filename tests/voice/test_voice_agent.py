@@ -33,11 +33,8 @@ from vrt.voice.chat import Conversation, listen, speak
 pytestmark = pytest.mark.timeout(120)
 
 PCM16K = Format(encoding="pcm16", sample_rate=16000)
-LONG_REPLY = " ".join(
-    "one two three four five six seven eight nine ten eleven twelve thirteen fourteen "
-    "fifteen sixteen seventeen eighteen nineteen twenty".split()
-    * 2
-)
+NUMBERS = "one two three four five six seven eight nine ten eleven twelve thirteen fourteen"
+LONG_REPLY = f"{NUMBERS} {NUMBERS} {NUMBERS}"
 
 
 @pytest.fixture
@@ -102,12 +99,11 @@ async def test_typed_text_is_answered_in_text_and_speech(
         spoke: list[bool] = []
         await _until(conversation, lambda e: _idle_after_speech(e, spoke))
     texts = [e.text for _, e in conversation.events if isinstance(e, TextReceived)]
-    assert texts == "good evening, how was your day".split()  # the scripted contract
+    assert texts == ["good", "evening,", "how", "was", "your", "day"]  # the scripted contract
     assert conversation.transcripts("agent") == ["good evening, how was your day"]
     audio, rate = conversation.reply_pcm16()
     back = stages.stt.transcribe(to_16k(audio, rate))
-    wrong, total = errors("good evening how was your day", back)
-    assert wrong <= 1, back
+    assert errors("good evening how was your day", back)[0] <= 1, back
     assert agents[0].history == [
         ("user", "echo good evening, how was your day"),
         ("agent", "good evening, how was your day"),
@@ -144,17 +140,11 @@ async def test_speech_interrupts_the_reply_and_the_history_keeps_what_was_played
         await speak(client, conversation, utterance.pcm16 + bytes(32000), 16000, PCM16K)
         interrupted = await _until(conversation, lambda e: isinstance(e, InterruptedEpoch))
         assert interrupted.epoch == started.epoch
-        spoke: list[bool] = []
+        # The utterance is answered in a turn of its own, after the interrupted one.
         await _until(
             conversation,
-            lambda e: (
-                isinstance(e, AudioStarted)
-                and e.epoch > started.epoch
-                or (spoke and _idle_after_speech(e, spoke))
-            ),
+            lambda e: isinstance(e, TurnChanged) and e.epoch > started.epoch and e.state == "idle",
         )
-        spoke.append(True)
-        await _until(conversation, lambda e: _idle_after_speech(e, spoke))
         agent = agents[0]
         # The interruption came from the detector within its minimum speech plus two
         # windows of the speech's onset, in audio time (the session heard nothing before).
@@ -166,16 +156,13 @@ async def test_speech_interrupts_the_reply_and_the_history_keeps_what_was_played
         heard_words = heard[1].split()
         assert 0 < len(heard_words) < len(LONG_REPLY.split())
         assert LONG_REPLY.split()[: len(heard_words)] == heard_words
-        assert agent.history[2][0] == "user" and agent.history[3][0] == "agent"
+        assert [role for role, _ in agent.history[2:]] == ["user", "agent"]
         # The client reports how much it played (§8.4): the history follows it.
         await client.playback(started.item_id, 400)
         await asyncio.sleep(0.3)
         reported = agent.history[1][1].split()
         assert len(reported) < len(heard_words)
         assert LONG_REPLY.split()[: len(reported)] == reported
-    # No audio of the interrupted item after the interruption reached the client.
-    times = [t for t, e in conversation.events if isinstance(e, InterruptedEpoch)]
-    assert times
 
 
 @pytest.mark.parametrize("encoding", ["pcmu", "opus"])
