@@ -40,6 +40,11 @@ EXTRA_HINT: Final = "pip install 'vrealtime[voice]'"
 
 def missing_packages() -> list[str]:
     """The voice extra's distributions that are not installed (none: voice works)."""
-    return [
-        package for module, package in _REQUIRED.items() if importlib.util.find_spec(module) is None
-    ]
+    return [package for module, package in _REQUIRED.items() if not _importable(module)]
+
+
+def _importable(module: str) -> bool:
+    try:
+        return importlib.util.find_spec(module) is not None
+    except (ImportError, ValueError):  # ValueError: blocked in sys.modules
+        return False

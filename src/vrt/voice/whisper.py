@@ -66,7 +66,7 @@ class WhisperStt:
         if model is None:
             folder = BUNDLED["whisper-tiny.en"].locate().parent
         else:
-            folder = model if model.is_dir() else model.parent
+            folder = model.parent if model.name == "model.bin" else model
             check_file(folder / "model.bin", sha256, what="stt_model")
         try:
             self._model = WhisperModel(
