@@ -17,11 +17,15 @@ About 30 s: four sessions at a time, each speaking its share of the corpus.
 from __future__ import annotations
 
 import asyncio
+import subprocess
+import wave
+from pathlib import Path
 from typing import Any, Final
 
 import pytest
-from speech import Utterance, corpus, errors, to_16k, word_error_rate
+from speech import HERE, Utterance, corpus, errors, to_16k, word_error_rate
 
+from support.processes import vrt_command
 from vrt.voice.chat import Conversation, converse
 
 pytestmark = pytest.mark.timeout(240)
@@ -60,3 +64,42 @@ async def test_speech_is_recognised_and_answered_in_speech(voice_url: str, stage
     reply_wer = word_error_rate(replies)
     assert reply_wer < REPLY_WER_BOUND, f"reply word error rate {reply_wer:.1%}: {replies}"
     print(f"WER {wer:.1%} over {len(heard)} utterances; replies {reply_wer:.1%}")
+
+
+def test_vrt_chat_speaks_a_recording(voice_url: str, tmp_path: Path) -> None:
+    reply = tmp_path / "reply.wav"
+    done = subprocess.run(
+        [
+            *vrt_command(),
+            "chat",
+            voice_url,
+            "--wav",
+            str(HERE / "u03.wav"),
+            "--save-reply",
+            str(reply),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    user = [line for line in done.stdout.splitlines() if line.startswith("user: ")]
+    assert errors("how is the weather today", user[-1].removeprefix("user: "))[0] <= 1
+    assert "voice to voice" in done.stdout
+    with wave.open(str(reply)) as saved:
+        assert saved.getnframes() > saved.getframerate() // 2
+
+
+def test_vrt_chat_refuses_what_is_not_a_wav(tmp_path: Path) -> None:
+    bogus = tmp_path / "speech.wav"
+    bogus.write_text("not audio")
+    done = subprocess.run(
+        [*vrt_command(), "chat", "ws://127.0.0.1:9", "--wav", str(bogus)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert done.returncode == 2
+    assert "not a WAV file" in done.stderr

@@ -172,7 +172,7 @@ def _print(event: Event) -> None:
         print(f"  [{event.state}]")
     elif isinstance(event, AudioStarted):
         print("  (speaking)")
-    elif isinstance(event, InterruptedEpoch | PlaybackStop):
+    elif isinstance(event, InterruptedEpoch):
         print("  (interrupted)")
     elif isinstance(event, ErrorReceived):
         print(f"error {event.code}: {event.message}")

@@ -38,9 +38,11 @@ def _from_pcm16(payload: bytes) -> Samples:
 
 
 class _Resampler:
-    def __init__(self, source: int, target: int) -> None:
+    def __init__(self, source: int, target: int, quality: str = "HQ") -> None:
         self._stream = (
-            soxr.ResampleStream(source, target, 1, dtype="float32") if source != target else None
+            soxr.ResampleStream(source, target, 1, dtype="float32", quality=quality)
+            if source != target
+            else None
         )
 
     def __call__(self, samples: Samples, last: bool = False) -> Samples:
@@ -65,7 +67,9 @@ class InputDecoder:
             source = _OPUS_RATE
         else:
             source = fmt.rate
-        self._resample = _Resampler(source, rate)
+        # Medium quality: ample for speech recognition, and its filter delays the input
+        # less (15 ms from 24 kHz, 26 ms from 8 kHz, against 21 and 66 ms for high).
+        self._resample = _Resampler(source, rate, "MQ")
 
     def decode(self, payload: bytes) -> Samples:
         """The samples of one input frame (none for an empty or undecodable one)."""
