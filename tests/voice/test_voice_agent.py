@@ -53,11 +53,11 @@ async def served(stages: Any) -> AsyncIterator[tuple[RunningServer, list[VoiceAg
 
 
 async def _until(
-    conversation: Conversation, done: Callable[[Any], bool], timeout: float = 20.0
+    conversation: Conversation, done: Callable[[Any], bool], timeout: float = 20.0, seen: int = 0
 ) -> Any:
+    """The first event from index ``seen`` on for which ``done`` is true."""
     loop = asyncio.get_running_loop()
     deadline = loop.time() + timeout
-    seen = 0
     while loop.time() < deadline:
         for _, event in conversation.events[seen:]:
             if done(event):
@@ -218,3 +218,25 @@ async def test_pcmu_input_is_recognised(
         await speak(client, conversation, pcm, 8000, Format(encoding="pcmu"))
         final = await _until(conversation, lambda e: isinstance(e, TranscriptReceived) and e.final)
     assert errors(utterance.words, final.text)[0] <= 1, final.text
+
+
+async def test_the_brains_own_audio_passes_only_in_a_turn_without_text(
+    served: tuple[RunningServer, list[VoiceAgent]],
+) -> None:
+    server, _ = served
+    async with _session(server.url) as (client, conversation):
+        await client.send_text("speak 400")  # the scripted tone, no text
+        await _until(conversation, lambda e: isinstance(e, TurnChanged) and e.state == "idle")
+        tone, rate = conversation.reply_pcm16()
+        mark = len(conversation.events)
+        await client.send_text("echo hi")  # text: its speech, not the tone
+        spoke: list[bool] = []
+        await _until(conversation, lambda e: _idle_after_speech(e, spoke), seen=mark)
+        speech, _ = conversation.reply_pcm16()
+    assert len(tone) == rate * 2 * 400 // 1000
+    samples = np.frombuffer(tone, dtype="<i2").astype(np.float32) / 32768
+    crossings = np.count_nonzero(np.diff(np.signbit(samples))) / 0.4 / 2
+    assert 430 < crossings < 450  # the 440 Hz tone
+    starts = [e for _, e in conversation.events if isinstance(e, AudioStarted)]
+    assert len(starts) == 2  # one item per turn: the echo's tone was not sent
+    assert speech != tone

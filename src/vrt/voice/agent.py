@@ -493,6 +493,10 @@ class VoiceAgent:
         if speaker is not None:
             speaker.finish()
 
+    def speaks(self, turn_id: str) -> bool:
+        speaker = self._speaker_of(turn_id)
+        return speaker is not None and bool(speaker.received)
+
     def first_audio(self, speaker: _Speaker) -> None:
         if speaker.item is not None:
             self._speakers[speaker.item.id] = speaker

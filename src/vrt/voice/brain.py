@@ -8,8 +8,9 @@ four differences that make its text spoken:
   final transcript as ``UserTextReceived``; never input audio;
 * the text chunks it sends go to the client as they are and to the voice agent's
   speaker, which synthesises them clause by clause (:class:`Listener`);
-* its own audio items are not sent (the speech of its text replaces them) and its agent
-  transcripts are not either (the voice agent sends one of what was spoken);
+* its own audio is sent only while its turn has no text (the scripted ``speak MS``);
+  once the turn has text, the speech of that text replaces it. Its agent transcripts
+  are not sent (the voice agent sends one of what was spoken);
 * ``turn.end()`` does not end the turn: the speaker ends it when the speech is out.
 
 When the brain answers an utterance, :meth:`BrainSession.begin_turn` continues the
@@ -39,6 +40,10 @@ class Listener(Protocol):
     def reply_transcript(self, turn_id: str, text: str) -> None: ...
 
     def reply_done(self, turn_id: str) -> None: ...
+
+    def speaks(self, turn_id: str) -> bool:
+        """Whether the reply of ``turn_id`` has text to speak."""
+        ...
 
 
 @runtime_checkable
@@ -107,7 +112,10 @@ class SpokenTurn(Turn):
         return True
 
     def audio(self, item_id: str | None = None) -> AudioItem | None:
-        return _MutedItem(self.session, self.id) if self.active else None
+        if self._listener().speaks(self.id):
+            return _MutedItem(self.session, self.id) if self.active else None
+        item = Turn.audio(self, item_id)
+        return _BrainItem(self.session, item.id, self.id) if item is not None else None
 
     def state(self, state: TurnStateName) -> bool:
         if state == "idle":
@@ -119,6 +127,22 @@ class SpokenTurn(Turn):
             return False
         self._listener().reply_done(self.id)
         return True
+
+
+@dataclass(frozen=True, slots=True)
+class _BrainItem(AudioItem):
+    """The brain's own audio in a turn with no text yet: sent, until the turn has text
+    (then the speech of the text is the turn's audio)."""
+
+    turn_id: str
+
+    def write(self, payload: bytes, duration_ms: float | None = None) -> bool:
+        session = self.session
+        assert isinstance(session, BrainSession)
+        if session.listener.speaks(self.turn_id):
+            turn = session.turn
+            return turn is not None and turn.id == self.turn_id
+        return AudioItem.write(self, payload, duration_ms)
 
 
 @dataclass(frozen=True, slots=True)

@@ -103,6 +103,9 @@ class WhisperStt:
             beam_size=1,
             max_length=min(448, math.ceil(seconds * 6) + 10),
             suppress_blank=True,
+            # A short window makes tiny models loop ("Good evening. How was your day? Good
+            # evening."): no word triple twice. Same corpus word error rate (docs/voice.md).
+            no_repeat_ngram_size=3,
             suppress_tokens=[-1],
             return_no_speech_prob=True,
             return_scores=True,
