@@ -62,6 +62,18 @@ def errors(reference: str, hypothesis: str) -> tuple[int, int]:
     return row[-1], len(ref)
 
 
+def missing(reference: str, hypothesis: str) -> int:
+    """Words of ``reference`` that ``hypothesis`` does not contain in order (insertions are
+    free: "contains the words")."""
+    ref, hyp = normalise(reference), normalise(hypothesis)
+    row = [0] * (len(hyp) + 1)
+    for word in ref:
+        diagonal = 0
+        for j, heard in enumerate(hyp, 1):
+            diagonal, row[j] = row[j], diagonal + 1 if word == heard else max(row[j], row[j - 1])
+    return len(ref) - row[-1]
+
+
 def word_error_rate(pairs: list[tuple[str, str]]) -> float:
     wrong = total = 0
     for reference, hypothesis in pairs:

@@ -8,8 +8,10 @@ frames in real time, as a microphone would send them.
   decoding differences between machines, and fails if recognition breaks (a wrong
   sample rate or a lost pre-roll costs far more).
 * Each spoken reply (the scripted brain echoes what it heard), run back through the
-  recogniser, holds the reply's words: its word error rate against the agent's
-  transcript is under :data:`REPLY_WER_BOUND`.
+  recogniser, holds the reply's words: over all replies, under
+  :data:`REPLY_MISSING_BOUND` of the agent transcripts' words are missing from what the
+  recogniser hears (extra words are not counted: tiny models sometimes add a phrase
+  after the end of a clip).
 
 About 30 s: four sessions at a time, each speaking its share of the corpus.
 """
@@ -23,7 +25,7 @@ from pathlib import Path
 from typing import Any, Final
 
 import pytest
-from speech import HERE, Utterance, corpus, errors, to_16k, word_error_rate
+from speech import HERE, Utterance, corpus, errors, missing, normalise, to_16k, word_error_rate
 
 from support.processes import vrt_command
 from vrt.voice.chat import Conversation, converse
@@ -31,7 +33,7 @@ from vrt.voice.chat import Conversation, converse
 pytestmark = pytest.mark.timeout(240)
 
 WER_BOUND: Final = 0.25
-REPLY_WER_BOUND: Final = 0.15
+REPLY_MISSING_BOUND: Final = 0.1
 SESSIONS: Final = 4
 
 
@@ -61,9 +63,10 @@ async def test_speech_is_recognised_and_answered_in_speech(voice_url: str, stage
     wer = word_error_rate(heard)
     report = "\n".join(f"{e[0]}/{e[1]} {r!r} -> {h!r}" for r, h in heard if (e := errors(r, h))[0])
     assert wer < WER_BOUND, f"word error rate {wer:.1%}:\n{report}"
-    reply_wer = word_error_rate(replies)
-    assert reply_wer < REPLY_WER_BOUND, f"reply word error rate {reply_wer:.1%}: {replies}"
-    print(f"WER {wer:.1%} over {len(heard)} utterances; replies {reply_wer:.1%}")
+    lost = sum(missing(said, back) for said, back in replies)
+    words = sum(len(normalise(said)) for said, _ in replies)
+    assert lost / words < REPLY_MISSING_BOUND, f"{lost} of {words} reply words lost: {replies}"
+    print(f"WER {wer:.1%} over {len(heard)} utterances; {lost} of {words} reply words lost")
 
 
 def test_vrt_chat_speaks_a_recording(voice_url: str, tmp_path: Path) -> None:
