@@ -240,3 +240,41 @@ async def test_the_brains_own_audio_passes_only_in_a_turn_without_text(
     starts = [e for _, e in conversation.events if isinstance(e, AudioStarted)]
     assert len(starts) == 2  # one item per turn: the echo's tone was not sent
     assert speech != tone
+
+
+class _CountingTts:
+    """A synthesiser that makes one second of quiet audio per clause, at once."""
+
+    sample_rate = 16000
+
+    def __init__(self) -> None:
+        self.calls = 0
+
+    async def synthesize(self, text: str) -> AsyncIterator[Any]:
+        self.calls += 1
+        yield np.full(16000, 0.01, np.float32)
+
+
+async def test_a_long_reply_is_synthesised_only_a_little_ahead_of_playback(stages: Any) -> None:
+    """What a client can make the server hold: ``burst 10000`` is hours of speech; the
+    synthesiser stays a couple of clauses ahead of the real-time writer."""
+    from vrt.voice.agent import VoiceStages
+
+    tts = _CountingTts()
+    mixed = VoiceStages(vad=stages.vad, stt=stages.stt, tts=tts)
+    server = await start_server(
+        agent_factory=lambda info: VoiceAgent(mixed, ScriptedAgent(), VoiceConfig())
+    )
+    try:
+        async with _session(server.url) as (client, conversation):
+            await client.send_text("burst 10000")
+            await _until(conversation, lambda e: isinstance(e, AudioStarted))
+            await asyncio.sleep(1.5)
+            # About 2 clauses sent (1.5 s and the lead), 2 queued, 1 waiting to be: not
+            # the 10,000 an unbounded synthesiser would have made by now.
+            assert 1 <= tts.calls <= 8, tts.calls
+            before = tts.calls
+            await asyncio.sleep(1.5)
+            assert tts.calls - before <= 3, (before, tts.calls)  # real time: ~1.5 more
+    finally:
+        await server.close()

@@ -101,6 +101,10 @@ class VoiceStages:
     tts: TextToSpeech
 
 
+#: Synthesised chunks (a Piper clause each) the synthesiser may hold ahead of the writer.
+_AHEAD: Final = 2
+
+
 class _TurnOver(Exception):
     """The reply's turn ended while it was being spoken."""
 
@@ -184,19 +188,27 @@ class _Speaker:
     # -- audio out --
 
     async def _run(self) -> None:
+        # The synthesiser works ahead while frames go out in real time, so that the next
+        # clause is ready when this one ends; it stays at most _AHEAD chunks ahead, which
+        # bounds what a long reply holds.
+        ready: asyncio.Queue[tuple[int, str, Samples] | None] = asyncio.Queue(_AHEAD)
+        synthesiser = asyncio.create_task(self._synthesise(ready))
         try:
-            while (text := await self.queue.get()) is not None:
-                # The clause's span grows as its audio is synthesised, before it is sent:
-                # an interruption mid-clause knows how much of it was played.
-                clause = _Clause(text, self.sent_ms, self.sent_ms)
-                self.clauses.append(clause)
-                async for samples in self.agent.stages.tts.synthesize(text):
-                    if self.timing is not None and self.timing.synthesized is None:
-                        self.timing.synthesized = asyncio.get_running_loop().time()
-                    frames = self.encoder.encode(samples)
-                    clause.end_ms += len(frames) * FRAME_MS
-                    for frame in frames:
-                        await self._write(frame)
+            clause: _Clause | None = None
+            current = 0
+            while (piece := await ready.get()) is not None:
+                index, text, samples = piece
+                if clause is None or index != current:
+                    current = index
+                    # The clause's span grows as its audio is encoded, before it is sent:
+                    # an interruption mid-clause knows how much of it was played.
+                    clause = _Clause(text, self.sent_ms, self.sent_ms)
+                    self.clauses.append(clause)
+                frames = self.encoder.encode(samples)
+                clause.end_ms += len(frames) * FRAME_MS
+                for frame in frames:
+                    await self._write(frame)
+            await synthesiser  # raises what stopped it
             for frame in self.encoder.flush():
                 await self._write(frame)
         except _TurnOver:
@@ -206,12 +218,30 @@ class _Speaker:
             self.session.error(str(exc), recoverable=True)
             self.turn.end()
             return
+        finally:
+            synthesiser.cancel()
         self.done = True
         spoken = " ".join(clause.text for clause in self.clauses if clause.end_ms > clause.start_ms)
         self.agent.replied(self, spoken)
         if spoken:
             self.turn.transcript(spoken)
         self.turn.end()
+
+    async def _synthesise(self, ready: asyncio.Queue[tuple[int, str, Samples] | None]) -> None:
+        index = 0
+        try:
+            while (text := await self.queue.get()) is not None:
+                index += 1
+                async for samples in self.agent.stages.tts.synthesize(text):
+                    if self.timing is not None and self.timing.synthesized is None:
+                        self.timing.synthesized = asyncio.get_running_loop().time()
+                    await ready.put((index, text, samples))
+        except asyncio.CancelledError:
+            raise
+        except BaseException:
+            await ready.put(None)  # the writer stops here, then awaits this outcome
+            raise
+        await ready.put(None)
 
     async def _write(self, frame: bytes) -> None:
         loop = asyncio.get_running_loop()
