@@ -28,7 +28,6 @@ import argparse
 import asyncio
 import json
 import os
-import statistics
 import subprocess
 import sys
 import time
@@ -107,15 +106,24 @@ async def _latency(utterances: list[tuple[str, bytes]]) -> dict[str, Any]:
             conversation = await converse(url, pcm, 16000, tail_ms=600)
             timing = agents[-1].timings[-1] if agents[-1].timings else None
             latency = conversation.latency_ms
-            if latency is None or timing is None or None in (
-                timing.final,
-                timing.reply,
-                timing.synthesized,
-                timing.first_frame,
+            if (
+                latency is None
+                or timing is None
+                or None
+                in (
+                    timing.final,
+                    timing.reply,
+                    timing.synthesized,
+                    timing.first_frame,
+                )
             ):
                 continue
-            assert conversation.speech_end is not None and conversation.first_audio is not None
-            assert timing.final and timing.reply and timing.synthesized and timing.first_frame
+            assert conversation.speech_end is not None
+            assert conversation.first_audio is not None
+            assert timing.final is not None
+            assert timing.reply is not None
+            assert timing.synthesized is not None
+            assert timing.first_frame is not None
             ms = 1000.0
             parts["voice_to_voice"].append(latency)
             parts["input_to_agent"].append((timing.last_voice - conversation.speech_end) * ms)
@@ -138,7 +146,7 @@ def _rtf(utterances: list[tuple[str, bytes]]) -> dict[str, Any]:
     from vrt.voice.turns import TurnDetector
 
     stages = build_stages({})
-    audio = [np.frombuffer(pcm, dtype="<i2").astype(np.float32) / 32768 for _, pcm in utterances]
+    audio = [(np.frombuffer(pcm, dtype="<i2") / 32768).astype(np.float32) for _, pcm in utterances]
     seconds = sum(len(a) for a in audio) / 16000
     detector = TurnDetector(stages.vad.stream())
     start = time.process_time()
@@ -146,10 +154,13 @@ def _rtf(utterances: list[tuple[str, bytes]]) -> dict[str, Any]:
         for offset in range(0, len(samples), 320):
             detector.feed(samples[offset : offset + 320])
     vad = time.process_time() - start
+    from vrt.voice.whisper import WhisperStt
+
     stt = stages.stt
-    start = time.perf_counter()
-    texts = [stt.transcribe(samples) for samples in audio]  # type: ignore[attr-defined]
-    stt_wall = time.perf_counter() - start
+    assert isinstance(stt, WhisperStt)
+    start, cpu = time.perf_counter(), time.process_time()
+    texts = [stt.transcribe(samples) for samples in audio]
+    stt_wall, stt_cpu = time.perf_counter() - start, time.process_time() - cpu
     tts = stages.tts
     spoken = 0.0
 
@@ -160,16 +171,18 @@ def _rtf(utterances: list[tuple[str, bytes]]) -> dict[str, Any]:
                 total += len(chunk)
         return total / tts.sample_rate
 
-    start = time.perf_counter()
+    start, cpu = time.perf_counter(), time.process_time()
     spoken = asyncio.run(synthesise_all())
-    tts_wall = time.perf_counter() - start
+    tts_wall, tts_cpu = time.perf_counter() - start, time.process_time() - cpu
     return {
         "audio_s": round(seconds, 1),
         "vad_cpu_rtf": round(vad / seconds, 4),
         "stt_wall_rtf": round(stt_wall / seconds, 3),
+        "stt_cpu_rtf": round(stt_cpu / seconds, 3),
         "stt_ms_per_utterance": round(stt_wall / len(audio) * 1000, 1),
         "tts_audio_s": round(spoken, 1),
         "tts_wall_rtf": round(tts_wall / spoken, 3),
+        "tts_cpu_rtf": round(tts_cpu / spoken, 3),
         "tts_ms_per_reply": round(tts_wall / len(texts) * 1000, 1),
     }
 
@@ -178,7 +191,7 @@ def _rtf(utterances: list[tuple[str, bytes]]) -> dict[str, Any]:
 
 
 def _serve() -> tuple[subprocess.Popen[str], str]:
-    from support.processes import free_port, vrt_command  # type: ignore[import-not-found]
+    from support.processes import free_port, vrt_command
 
     port = free_port()
     process = subprocess.Popen(
@@ -218,9 +231,11 @@ def _sessions(utterances: list[tuple[str, bytes]], counts: list[int], seconds: f
             cpu0, busy0, wall0 = cpu_s(process.pid), machine_busy_s(), time.monotonic()
             until = wall0 + seconds
 
-            async def run(count: int = count, until: float = until) -> None:
+            async def run(
+                count: int = count, until: float = until, out: list[float] = latencies
+            ) -> None:
                 shares = [utterances[k::count] for k in range(count)]
-                await asyncio.gather(*(_speaker(url, s, until, latencies) for s in shares))
+                await asyncio.gather(*(_speaker(url, s, until, out) for s in shares))
 
             asyncio.run(run())
             wall = time.monotonic() - wall0
@@ -272,7 +287,11 @@ async def _barge_in(utterances: list[tuple[str, bytes]], trials: int) -> dict[st
                 interrupted: float | None = None
                 frames = [pcm[i : i + 640] for i in range(0, len(pcm), 640)]
 
-                async def feed(frames: list[bytes] = frames, start: float = start) -> None:
+                async def feed(
+                    frames: list[bytes] = frames,
+                    start: float = start,
+                    loop: asyncio.AbstractEventLoop = loop,
+                ) -> None:
                     for j, frame in enumerate(frames):
                         await asyncio.sleep(max(0.0, start + j * 0.02 - loop.time()))
                         client.send_audio(frame)
@@ -305,6 +324,7 @@ def main(argv: list[str] | None = None) -> int:
         utterances = utterances[:2]
         args.sessions, args.seconds = "1", 5.0
     results: dict[str, Any] = {"machine": machine(), "load_before": os.getloadavg()}
+    busy0, wall0 = machine_busy_s(), time.monotonic()
     if "latency" in only:
         results["latency_ms"] = asyncio.run(_latency(utterances))
         print(json.dumps({"latency_ms": results["latency_ms"]}, indent=1), flush=True)
@@ -318,6 +338,9 @@ def main(argv: list[str] | None = None) -> int:
         counts = [int(c) for c in args.sessions.split(",")]
         results["sessions"] = _sessions(utterances, counts, args.seconds)
     results["load_after"] = os.getloadavg()
+    results["machine_cores_busy"] = round(
+        (machine_busy_s() - busy0) / (time.monotonic() - wall0), 2
+    )
     args.json.parent.mkdir(parents=True, exist_ok=True)
     args.json.write_text(json.dumps(results, indent=1) + "\n")
     print(f"written {args.json}")

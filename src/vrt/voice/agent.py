@@ -31,8 +31,9 @@ import asyncio
 import contextlib
 import logging
 from collections import deque
+from collections.abc import Coroutine
 from dataclasses import dataclass, field
-from typing import Final
+from typing import Any, Final
 
 from ..agents.base import (
     Agent,
@@ -388,8 +389,8 @@ class VoiceAgent:
         assert self._brain_session is not None
         return self._brain_session
 
-    def _spawn(self, coroutine: object, name: str) -> None:
-        task: asyncio.Task[None] = asyncio.create_task(coroutine, name=name)  # type: ignore[arg-type]
+    def _spawn(self, coroutine: Coroutine[Any, Any, None], name: str) -> None:
+        task = asyncio.create_task(coroutine, name=name)
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
 
