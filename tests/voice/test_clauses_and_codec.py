@@ -88,3 +88,20 @@ def test_pcmu_input_is_decoded() -> None:
     pcm = (_tone(8000) * 32767).astype("<i2").tobytes()
     decoded = InputDecoder(Format(encoding="pcmu"), 16000).decode(pcm16_to_pcmu(pcm))
     assert 0.15 < np.sqrt(np.mean(decoded[1000:7000] ** 2)) < 0.25
+
+
+def test_the_first_clause_of_a_reply_ends_early() -> None:
+    splitter = ClauseSplitter(first_words=4)
+    assert splitter.add("Please add milk and then") == ["Please add milk and"]
+    assert splitter.add(" turn the shopping list") == []  # only the first clause is eager
+    assert splitter.finish() == ["then turn the shopping list"]
+    assert _split_first(["Well, sure. Now"]) == ["Well, sure.", "Now"]
+    assert _split_first(["Sure thing, then"]) == ["Sure thing,", "then"]  # after two words
+    assert _split_first(["Right, then"]) == ["Right, then"]  # not after one
+    assert _split_first(["Yes"]) == ["Yes"]
+
+
+def _split_first(chunks: list[str]) -> list[str]:
+    splitter = ClauseSplitter(first_words=4)
+    clauses = [clause for chunk in chunks for clause in splitter.add(chunk)]
+    return clauses + splitter.finish()

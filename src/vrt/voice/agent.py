@@ -91,6 +91,9 @@ class VoiceConfig:
     max_utterance_ms: float = 28_000.0
     #: How far output audio may run ahead of real time.
     lead_ms: float = 300.0
+    #: The first clause of a reply ends after this many words at most (0: at the first
+    #: sentence end or clause boundary): its synthesis is what the user waits for.
+    first_clause_words: float = 4
 
 
 @dataclass(frozen=True, slots=True)
@@ -145,7 +148,7 @@ class _Speaker:
         self.agent = agent
         self.session = session
         self.turn = Turn(session, turn_id)
-        self.splitter = ClauseSplitter()
+        self.splitter = ClauseSplitter(int(agent.config.first_clause_words))
         self.received = ""  # every chunk, joined as sent
         self.taken = ""  # the text handed to the synthesiser so far
         self.clauses: list[_Clause] = []

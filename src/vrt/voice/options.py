@@ -34,6 +34,8 @@ Every option is ``--agent-option KEY=VALUE``:
 ``preroll_ms``         Audio before the start that is recognised too (default 300).
 ``max_utterance_ms``   The longest utterance (default 28000).
 ``lead_ms``            How far output audio runs ahead of real time (default 300).
+``first_clause_words`` The first clause of a reply ends after this many words at
+                       most (default 4; 0: at its first boundary).
 =====================  ===========================================================
 
 The key of the openai stages comes from ``OPENAI_API_KEY`` only.
