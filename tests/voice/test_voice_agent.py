@@ -278,3 +278,23 @@ async def test_a_long_reply_is_synthesised_only_a_little_ahead_of_playback(stage
             assert tts.calls - before <= 3, (before, tts.calls)  # real time: ~1.5 more
     finally:
         await server.close()
+
+
+async def test_the_espeak_synthesiser_speaks_as_it_is_made(stages: Any) -> None:
+    from vrt.voice.agent import VoiceStages
+    from vrt.voice.espeak import EspeakTts
+
+    mixed = VoiceStages(vad=stages.vad, stt=stages.stt, tts=EspeakTts())
+    server = await start_server(
+        agent_factory=lambda info: VoiceAgent(mixed, ScriptedAgent(), VoiceConfig())
+    )
+    try:
+        async with _session(server.url) as (client, conversation):
+            await client.send_text("echo turn on the kitchen lights")
+            spoke: list[bool] = []
+            await _until(conversation, lambda e: _idle_after_speech(e, spoke))
+    finally:
+        await server.close()
+    audio, rate = conversation.reply_pcm16()
+    back = stages.stt.transcribe(to_16k(audio, rate))
+    assert missing("turn on the kitchen lights", back) <= 1, back

@@ -19,12 +19,15 @@ Every option is ``--agent-option KEY=VALUE``:
                        0 turns partials off).
 ``stt_url``            The openai recogniser's base URL (default ``OPENAI_BASE_URL``,
                        else https://api.openai.com/v1).
-``tts``                ``piper`` (default, offline) or ``openai`` (``/audio/speech``).
+``tts``                ``piper`` (default, offline), ``espeak`` (offline, robotic,
+                       first audio within milliseconds) or ``openai``
+                       (``/audio/speech``).
 ``tts_model``          Piper: an ``.onnx`` voice of your own (its ``.onnx.json`` beside
                        it, or ``tts_config``); openai: the model name (``tts-1``).
 ``tts_config``         The Piper voice's JSON config.
 ``tts_sha256``         The SHA-256 ``tts_model`` must have.
-``tts_voice``          The openai voice (default ``alloy``).
+``tts_voice``          The openai voice (default ``alloy``), or the eSpeak NG one
+                       (default ``en-us``).
 ``tts_speed``          Speaking rate (default 1.0).
 ``tts_url``            The openai synthesiser's base URL (as ``stt_url``).
 ``vad_model``          A Silero VAD ``.onnx`` of your own; ``vad_sha256`` its digest.
@@ -155,8 +158,12 @@ def _tts(options: dict[str, str]) -> TextToSpeech:
 
         service = _service(options, "tts", "tts-1")
         return OpenAITextToSpeech(service, options.get("tts_voice", "alloy"), speed)
+    if kind == "espeak":
+        from .espeak import EspeakTts
+
+        return EspeakTts(options.get("tts_voice", "en-us"), round(175 * speed))
     if kind != "piper":
-        raise AgentSetupError(f"voice option tts must be piper or openai (got {kind!r})")
+        raise AgentSetupError(f"voice option tts must be piper, espeak or openai (got {kind!r})")
     from .piper import PiperTts
 
     return PiperTts(
