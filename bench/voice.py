@@ -71,7 +71,7 @@ def _percentiles(values: list[float]) -> dict[str, float]:
 # -- latency --
 
 
-async def _latency(utterances: list[tuple[str, bytes]]) -> dict[str, Any]:
+async def _latency(utterances: list[tuple[str, bytes]], options: dict[str, str]) -> dict[str, Any]:
     from vrt.agents import SessionInfo
     from vrt.agents.scripted import ScriptedAgent
     from vrt.server import VrtServer
@@ -79,7 +79,7 @@ async def _latency(utterances: list[tuple[str, bytes]]) -> dict[str, Any]:
     from vrt.voice.chat import converse
     from vrt.voice.options import build_stages
 
-    stages = build_stages({})
+    stages = build_stages(options)
     agents: list[VoiceAgent] = []
 
     def factory(info: SessionInfo) -> VoiceAgent:
@@ -261,13 +261,15 @@ def _sessions(utterances: list[tuple[str, bytes]], counts: list[int], seconds: f
 # -- barge-in --
 
 
-async def _barge_in(utterances: list[tuple[str, bytes]], trials: int) -> dict[str, Any]:
+async def _barge_in(
+    utterances: list[tuple[str, bytes]], trials: int, options: dict[str, str]
+) -> dict[str, Any]:
     from vrt.client import AudioStarted, InterruptedEpoch, VrtClient
     from vrt.protocol.messages import Format
     from vrt.server import VrtServer
     from vrt.voice.options import setup
 
-    server = VrtServer(setup({}))
+    server = VrtServer(setup(options))
     url = await server.start("127.0.0.1", 0)
     fmt = Format(encoding="pcm16", sample_rate=16000)
     delays: list[float] = []
@@ -316,6 +318,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--smoke", action="store_true", help="a few utterances, seconds")
     parser.add_argument("--sessions", default="1,2,3,4", help="concurrent session counts")
     parser.add_argument("--seconds", type=float, default=30.0, help="per session count")
+    parser.add_argument("--tts", default="piper", help="the synthesiser: piper or espeak")
     parser.add_argument("--json", type=Path, default=ROOT / "bench" / "results" / "voice.json")
     args = parser.parse_args(argv)
     only = set(args.only.split(","))
@@ -323,16 +326,21 @@ def main(argv: list[str] | None = None) -> int:
     if args.smoke:
         utterances = utterances[:2]
         args.sessions, args.seconds = "1", 5.0
-    results: dict[str, Any] = {"machine": machine(), "load_before": os.getloadavg()}
+    results: dict[str, Any] = {
+        "machine": machine(),
+        "tts": args.tts,
+        "load_before": os.getloadavg(),
+    }
     busy0, wall0 = machine_busy_s(), time.monotonic()
     if "latency" in only:
-        results["latency_ms"] = asyncio.run(_latency(utterances))
+        results["latency_ms"] = asyncio.run(_latency(utterances, {"tts": args.tts}))
         print(json.dumps({"latency_ms": results["latency_ms"]}, indent=1), flush=True)
     if "rtf" in only:
         results["rtf"] = _rtf(utterances)
         print(json.dumps({"rtf": results["rtf"]}, indent=1), flush=True)
     if "barge-in" in only:
-        results["barge_in_ms"] = asyncio.run(_barge_in(utterances, 4 if args.smoke else 20))
+        trials = 4 if args.smoke else 20
+        results["barge_in_ms"] = asyncio.run(_barge_in(utterances, trials, {"tts": args.tts}))
         print(json.dumps({"barge_in_ms": results["barge_in_ms"]}), flush=True)
     if "sessions" in only:
         counts = [int(c) for c in args.sessions.split(",")]

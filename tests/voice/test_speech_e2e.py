@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import asyncio
 import subprocess
+import time
 import wave
 from pathlib import Path
 from typing import Any, Final
@@ -106,3 +107,54 @@ def test_vrt_chat_refuses_what_is_not_a_wav(tmp_path: Path) -> None:
     )
     assert done.returncode == 2
     assert "not a WAV file" in done.stderr
+
+
+def test_vrt_chat_voice_talks_through_the_microphone_and_speaker(
+    voice_url: str, tmp_path: Path
+) -> None:
+    """``vrt chat --voice`` with a stand-in sounddevice (``fake_sounddevice/``): what the
+    microphone hears is recognised, and the reply comes out of the speaker."""
+    import os
+
+    import numpy as np
+    import soxr
+
+    utterance = corpus()[7]  # "remind me to call my mother tomorrow"
+    mic = tmp_path / "mic.wav"
+    with wave.open(str(mic), "wb") as out:
+        out.setnchannels(1)
+        out.setsampwidth(2)
+        out.setframerate(24000)  # the session's input format (pcm16 24 kHz)
+        wide = soxr.resample(utterance.samples, 16000, 24000)
+        out.writeframes((np.clip(wide, -1, 1) * 32767).astype("<i2").tobytes())
+    speaker = tmp_path / "speaker.pcm"
+    fake = Path(__file__).parent / "fake_sounddevice"
+    env = dict(
+        os.environ,
+        PYTHONPATH=os.pathsep.join([str(fake), os.environ.get("PYTHONPATH", "")]),
+        FAKE_MIC=str(mic),
+        FAKE_SPEAKER=str(speaker),
+    )
+    process = subprocess.Popen(
+        [*vrt_command(), "chat", voice_url, "--voice"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=env,
+    )
+    lines: list[str] = []
+    try:
+        assert process.stdout is not None
+        for line in process.stdout:
+            lines.append(line.rstrip())
+            if line.startswith("agent: "):
+                break
+        time.sleep(1.0)  # the speaker plays the reply in real time
+    finally:
+        process.terminate()
+        process.wait(10)
+    user = [line.removeprefix("user: ") for line in lines if line.startswith("user: ")]
+    assert user, lines
+    assert errors(utterance.words, user[-1])[0] <= 2, user
+    assert speaker.exists()
+    assert speaker.stat().st_size > 24000  # over half a second of the reply was played
