@@ -298,3 +298,36 @@ async def test_the_espeak_synthesiser_speaks_as_it_is_made(stages: Any) -> None:
     audio, rate = conversation.reply_pcm16()
     back = stages.stt.transcribe(to_16k(audio, rate))
     assert missing("turn on the kitchen lights", back) <= 1, back
+
+
+async def test_an_llm_brain_answers_speech_in_speech(stages: Any) -> None:
+    """The OpenAI-compatible chat adapter as the brain (a local Ollama, llama.cpp or
+    vLLM makes this a fully local assistant), against the adapters' stand-in server: the
+    utterance's transcript is the user message, the streamed completion is spoken."""
+    from agents.openai_chat_standin import ChatStandIn, text_reply
+    from vrt.agents import load_agent
+    from vrt.voice.options import voice_factory
+
+    stand_in = ChatStandIn()
+    base_url = await stand_in.start()
+    stand_in.reply(text_reply("It is ", "half past ", "ten."))
+    brain = load_agent("openai-chat", {"model": "local", "base_url": base_url})
+    server = await start_server(agent_factory=voice_factory(stages, brain, VoiceConfig()))
+    try:
+        async with _session(server.url) as (client, conversation):
+            utterance = corpus()[0]  # "what time is it"
+            await speak(client, conversation, utterance.pcm16 + bytes(32000), 16000, PCM16K)
+            spoke: list[bool] = []
+            await _until(conversation, lambda e: _idle_after_speech(e, spoke))
+        request = await stand_in.request(0)
+    finally:
+        await server.close()
+        await stand_in.close()
+    said = request.body["messages"][-1]
+    assert said["role"] == "user"
+    assert errors(utterance.words, said["content"])[0] <= 1
+    texts = [e.text for _, e in conversation.events if isinstance(e, TextReceived)]
+    assert "".join(texts) == "It is half past ten."
+    assert conversation.transcripts("agent") == ["It is half past ten."]
+    audio, rate = conversation.reply_pcm16()
+    assert missing("it is half past ten", stages.stt.transcribe(to_16k(audio, rate))) <= 1

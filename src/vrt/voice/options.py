@@ -58,7 +58,7 @@ from ..agents.base import Agent, AgentFactory, AgentSetupError, SessionInfo
 from .agent import VoiceAgent, VoiceConfig, VoiceStages
 from .stages import SpeechToText, TextToSpeech, Vad
 
-__all__ = ["build_stages", "setup"]
+__all__ = ["build_stages", "setup", "voice_factory"]
 
 _CONFIG_FIELDS: Final = {field.name for field in dataclasses.fields(VoiceConfig)}
 _OPTIONS: Final = {
@@ -219,12 +219,15 @@ def setup(options: dict[str, str]) -> AgentFactory:
     except AgentSetupError as exc:
         raise AgentSetupError(f"brain {brain_name}: {exc}") from None
     stages = build_stages(own)
-    return _factory(stages, brain_factory, config)
+    return voice_factory(stages, brain_factory, config)
 
 
-def _factory(
+def voice_factory(
     stages: VoiceStages, brain_factory: AgentFactory, config: VoiceConfig
 ) -> Callable[[SessionInfo], Any]:
+    """The agent factory: a voice agent around a new brain for each session, sharing
+    ``stages`` (for a ``VrtServer`` of your own: ``VrtServer(voice_factory(...))``)."""
+
     async def voice_agent(info: SessionInfo) -> VoiceAgent:
         made = brain_factory(info)
         brain: Agent = await made if inspect.isawaitable(made) else made
