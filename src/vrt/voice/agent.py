@@ -561,11 +561,11 @@ class VoiceAgent:
 
     def _truncate(self, speaker: _Speaker, played_ms: float) -> None:
         heard = speaker.heard(played_ms)
-        if speaker.history_index is None:
+        if speaker.history_index is not None:
+            self.history[speaker.history_index] = ("agent", heard)
+        elif heard:  # a reply cut before any of it was heard leaves no entry
             speaker.history_index = len(self.history)
             self.history.append(("agent", heard))
-        else:
-            self.history[speaker.history_index] = ("agent", heard)
         if isinstance(self.brain, HeardAware):
             self.brain.heard(speaker.turn.id, heard)
 
