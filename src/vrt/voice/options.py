@@ -29,6 +29,7 @@ Every option is ``--agent-option KEY=VALUE``:
 ``tts_voice``          The openai voice (default ``alloy``), or the eSpeak NG one
                        (default ``en-us``).
 ``tts_speed``          Speaking rate (default 1.0).
+``tts_threads``        Cores one Piper synthesis uses (default 1).
 ``tts_url``            The openai synthesiser's base URL (as ``stt_url``).
 ``vad_model``          A Silero VAD ``.onnx`` of your own; ``vad_sha256`` its digest.
 ``threshold``          Speech probability of a detector window (default 0.5).
@@ -75,6 +76,7 @@ _OPTIONS: Final = {
     "tts_sha256",
     "tts_voice",
     "tts_speed",
+    "tts_threads",
     "tts_url",
     "vad_model",
     "vad_sha256",
@@ -171,6 +173,7 @@ def _tts(options: dict[str, str]) -> TextToSpeech:
         sha256=options.get("tts_sha256"),
         config=_path(options, "tts_config"),
         speed=speed,
+        threads=int(_number(options, "tts_threads", 1, low=1)),
     )
 
 
