@@ -281,7 +281,8 @@ async def _voice_chat(url: str, auth: str | None, push_to_talk: bool) -> int:
 
         speaker = Speaker(event.output)
         microphone = Microphone(event.input, send)
-        print("speak (Ctrl-C quits)" if not push_to_talk else "Enter starts and ends speaking")
+        how = "Enter starts and ends speaking" if push_to_talk else "speak"
+        print(f"{how}; use headphones, or the agent hears itself (Ctrl-C quits)")
         loop = asyncio.get_running_loop()
 
         def toggle() -> None:
