@@ -266,8 +266,8 @@ def chat(
         Path | None, typer.Option(metavar="FILE", help="With --wav: save the reply's audio.")
     ] = None,
 ) -> None:
-    """Talk to any vRT server by text in the terminal. Ctrl-C interrupts the agent; a
-    second Ctrl-C quits."""
+    """Talk to any vRT server by text in the terminal (or by speech: --voice, --wav).
+    Ctrl-C interrupts the agent; a second Ctrl-C quits."""
     if wav is not None or voice:
         from .voice.chat import run_voice_chat, run_wav
 
