@@ -24,8 +24,11 @@ class AudioStandIn:
     transcript: str = "hello world"
     speech: bytes = b""  # pcm16 at 24 kHz
     status: int = 200
+    #: Answer nothing (the connection stays open): a server that hangs.
+    stall: bool = False
     requests: list[Request] = field(default_factory=list)
     _server: asyncio.Server | None = None
+    _closing: asyncio.Event = field(default_factory=asyncio.Event)
 
     async def start(self) -> str:
         self._server = await asyncio.start_server(self._serve, "127.0.0.1", 0)
@@ -33,6 +36,7 @@ class AudioStandIn:
         return f"http://127.0.0.1:{port}/v1"
 
     async def close(self) -> None:
+        self._closing.set()
         if self._server is not None:
             self._server.close()
             await self._server.wait_closed()
@@ -47,6 +51,9 @@ class AudioStandIn:
                 headers[name.strip().lower()] = value.strip()
             body = await reader.readexactly(int(headers.get("content-length", "0")))
             self.requests.append(Request(path, headers, body))
+            if self.stall:
+                await self._closing.wait()
+                return
             if self.status != 200:
                 error = json.dumps({"error": {"message": "refused"}}).encode()
                 await self._answer(writer, self.status, "application/json", [error])

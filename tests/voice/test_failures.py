@@ -274,6 +274,25 @@ async def test_an_unreachable_network_stage_fails_fast(stages: Any) -> None:
     assert "ConnectError" in errors[0].message
 
 
+async def test_a_network_stage_that_hangs_is_an_agent_error_after_its_timeout(
+    stages: Any, standin: tuple[AudioStandIn, str]
+) -> None:
+    stand_in, url = standin
+    stand_in.stall = True
+    hanging = ServiceConfig(url, "tts-1", None, timeout=1.0)
+    server = await _served(stages, tts=OpenAITextToSpeech(hanging, "alloy"))
+    try:
+        async with VrtClient(server.url, input=PCM16K) as client:
+            await client.next_event(10.0)
+            await client.send_text("echo hello")
+            events = await _collect(client, 1, timeout=15.0)
+    finally:
+        await server.close()
+    errors = [e for e in events if isinstance(e, ErrorReceived)]
+    assert [(e.code, e.recoverable) for e in errors] == [("AGENT_ERROR", True)]
+    assert "ReadTimeout" in errors[0].message
+
+
 async def test_a_recogniser_raising_mid_session_is_a_recoverable_agent_error(
     stages: Any, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -31,6 +31,8 @@ Every option is ``--agent-option KEY=VALUE``:
 ``tts_speed``          Speaking rate (default 1.0).
 ``tts_threads``        Cores one Piper synthesis uses (default 1).
 ``tts_url``            The openai synthesiser's base URL (as ``stt_url``).
+``stt_timeout``,       Seconds an openai stage's request may take (default 30): past
+``tts_timeout``        it, AGENT_ERROR (recoverable) and the session goes on.
 ``vad_model``          A Silero VAD ``.onnx`` of your own; ``vad_sha256`` its digest.
 ``threshold``          Speech probability of a detector window (default 0.5).
 ``min_speech_ms``      Speech that starts a turn (default 160).
@@ -70,6 +72,7 @@ _OPTIONS: Final = {
     "stt_threads",
     "stt_partials",
     "stt_url",
+    "stt_timeout",
     "tts",
     "tts_model",
     "tts_config",
@@ -78,6 +81,7 @@ _OPTIONS: Final = {
     "tts_speed",
     "tts_threads",
     "tts_url",
+    "tts_timeout",
     "vad_model",
     "vad_sha256",
     *_CONFIG_FIELDS,
@@ -124,7 +128,8 @@ def _service(options: dict[str, str], prefix: str, default_model: str) -> Any:
             f"{prefix}=openai needs OPENAI_API_KEY for api.openai.com "
             f"(or --agent-option {prefix}_url=... for a local server)"
         )
-    return ServiceConfig(url, options.get(f"{prefix}_model") or default_model, key)
+    timeout = _number(options, f"{prefix}_timeout", 30.0, low=0.1)
+    return ServiceConfig(url, options.get(f"{prefix}_model") or default_model, key, timeout)
 
 
 def _vad(options: dict[str, str]) -> Vad:
