@@ -15,7 +15,7 @@ from typing import Annotated, Any, cast
 import typer
 
 from . import __version__
-from .agents import DEFAULT_AGENT, AgentSetupError, load_agent
+from .agents import DEFAULT_AGENT, AgentSetupError, load_agent, load_default_agent
 from .client.client import DEFAULT_GIVE_UP_AFTER
 from .protocol.codec import check_encoding
 from .protocol.server import ServerConfig
@@ -59,14 +59,17 @@ def serve(
         int, typer.Option(metavar="PORT", help="TCP port (0 picks a free one).")
     ] = 8765,
     agent: Annotated[
-        str,
+        str | None,
         typer.Option(
             metavar="NAME",
-            help="The agent behind each session: scripted (deterministic, for tests and "
-            "demos), openai-realtime or gemini-live (speech to speech), openai-chat (text; "
-            "any OpenAI-compatible server). See docs/agents.md.",
+            help=f"The agent behind each session: {DEFAULT_AGENT} (the default: offline "
+            "speech in and out, docs/voice.md; the scripted agent without the voice "
+            "extra), scripted (deterministic, for tests and demos), openai-realtime or "
+            "gemini-live (speech to speech), openai-chat (text; any OpenAI-compatible "
+            "server). See docs/agents.md.",
+            show_default=False,
         ),
-    ] = DEFAULT_AGENT,
+    ] = None,
     auth_token: Annotated[
         list[str] | None,
         typer.Option(
@@ -179,13 +182,20 @@ def serve(
             raise _fail(f"--agent-option {item!r}: expected KEY=VALUE")
         options[key] = setting
     try:
-        factory = load_agent(agent, options)
+        if agent is None:
+            agent, factory, notice = load_default_agent(options)
+            if notice:
+                typer.echo(f"vrt: {notice}", err=True)
+        else:
+            factory = load_agent(agent, options)
     except KeyError as exc:
         raise _fail(str(exc.args[0])) from None
     except AgentSetupError as exc:
-        raise _fail(f"--agent {agent}: {exc}") from None
+        raise _fail(f"--agent {agent or DEFAULT_AGENT}: {exc}") from None
     except ImportError as exc:
-        raise _fail(f"the {agent} agent needs a package that is missing: {exc.name}") from None
+        raise _fail(
+            f"the {agent or DEFAULT_AGENT} agent needs a package that is missing: {exc.name}"
+        ) from None
     authenticator = None
     if auth_token:
         try:
@@ -354,8 +364,29 @@ def chat(
     audio: Annotated[
         bool, typer.Option("--audio", help="Talk and listen through the microphone and speaker.")
     ] = False,
+    voice: Annotated[
+        bool,
+        typer.Option(
+            "--voice",
+            help="Speech only: the microphone (always on, or --push-to-talk) and the speaker.",
+        ),
+    ] = False,
+    push_to_talk: Annotated[
+        bool, typer.Option("--push-to-talk", help="With --voice: Enter starts and ends speaking.")
+    ] = False,
+    wav: Annotated[
+        Path | None,
+        typer.Option(
+            metavar="FILE",
+            help="Speak a recording (mono 16-bit WAV) instead of the microphone, print the "
+            "exchange and the voice-to-voice latency. See docs/voice.md.",
+        ),
+    ] = None,
+    save_reply: Annotated[
+        Path | None, typer.Option(metavar="FILE", help="With --wav: save the reply's audio.")
+    ] = None,
 ) -> None:
-    """Talk to any vRT server by text in the terminal.
+    """Talk to any vRT server by text in the terminal (or by speech: --voice, --wav).
 
     Each line is sent as user text; the agent's reply streams onto one line. Ctrl-C
     interrupts the agent; a second Ctrl-C within 2 s quits, as do /quit and the end of
@@ -364,6 +395,12 @@ def chat(
 
     Example: printf 'echo hello world\\n' | vrt chat ws://127.0.0.1:8765
     """
+    if wav is not None or voice:
+        from .voice.chat import run_voice_chat, run_wav
+
+        if wav is not None:
+            raise typer.Exit(run_wav(url, wav, auth=auth, save_reply=save_reply))
+        raise typer.Exit(run_voice_chat(url, auth=auth, push_to_talk=push_to_talk))
     from .chat import run_chat
 
     if not give_up_after > 0:

@@ -16,7 +16,7 @@ async def test_demo_flows_against_vrt_demo() -> None:
     port, http_port = free_port(), free_port()
     vrt = Path(sys.executable).with_name("vrt")
     server = await asyncio.create_subprocess_exec(
-        str(vrt), "demo", "--port", str(port), "--http-port", str(http_port),
+        str(vrt), "demo", "--agent", "scripted", "--port", str(port), "--http-port", str(http_port),
         stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.STDOUT,
     )  # fmt: skip
     try:
@@ -31,7 +31,7 @@ async def test_demo_flows_against_vrt_demo() -> None:
     lines = [(item["kind"], item["text"]) for item in result["transcript"]]
     assert ("user", "echo hello browser") in lines
     # The chunks of a turn concatenate (whether the agent puts the spaces in them or not).
-    assert any(kind == "agent" and text.replace(" ", "") == "hellobrowser" for kind, text in lines)
+    assert any(kind == "agent" and text.replace(" ", "") == "hellobrowser" for kind, text in lines), lines
     tools = [text for kind, text in lines if kind.startswith("tool")]
     assert "⚙ add → 5" in tools
     assert '⚙ set_color → {"color":"#aa00aa"}' in tools

@@ -21,7 +21,9 @@ from support.processes import free_port, stop, vrt_command
 def serving(*options: str) -> Iterator[tuple[str, subprocess.Popen[str]]]:
     port = free_port()
     process = subprocess.Popen(
-        [*vrt_command(), "serve", "--port", str(port), *options],
+        # The scripted agent: these are the server's logs and options, and the default
+        # (voice) agent's model loading would only slow them down.
+        [*vrt_command(), "serve", "--port", str(port), "--agent", "scripted", *options],
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,
         text=True,

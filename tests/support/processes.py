@@ -41,12 +41,14 @@ def free_port() -> int:
 
 
 @contextmanager
-def vrt_serve(*options: str) -> Iterator[str]:
-    """``vrt serve`` (scripted agent, uvloop where installed) on a free port; yields its
-    URL once it listens, and stops it afterwards."""
+def vrt_serve(*options: str, default_agent: bool = False) -> Iterator[str]:
+    """``vrt serve`` (the scripted agent, or with ``default_agent`` the default one;
+    uvloop where installed) on a free port; yields its URL once it listens, and stops it
+    afterwards."""
     port = free_port()
+    agent = () if default_agent else ("--agent", "scripted")
     process = subprocess.Popen(
-        [*vrt_command(), "serve", "--port", str(port), "--log-level", "warning", *options],
+        [*vrt_command(), "serve", "--port", str(port), "--log-level", "warning", *agent, *options],
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,
         text=True,

@@ -34,6 +34,7 @@ from .base import (
 __all__ = [
     "AGENTS",
     "DEFAULT_AGENT",
+    "FALLBACK_AGENT",
     "Agent",
     "AgentFactory",
     "AgentInput",
@@ -50,6 +51,7 @@ __all__ = [
     "Turn",
     "UserTextReceived",
     "load_agent",
+    "load_default_agent",
 ]
 
 #: name -> "module:setup"
@@ -58,9 +60,13 @@ AGENTS: Final = {
     "openai-realtime": "vrt.agents.openai_realtime:setup",
     "openai-chat": "vrt.agents.openai_chat:setup",
     "gemini-live": "vrt.agents.gemini_live:setup",
+    "voice": "vrt.voice.options:setup",
 }
-#: The embedded default of ``vrt serve``, until an offline voice pipeline exists.
-DEFAULT_AGENT: Final = "scripted"
+#: The embedded default of ``vrt serve``: the offline voice agent with the scripted
+#: agent as its brain (``docs/voice.md``). Without the ``voice`` extra installed,
+#: :func:`load_default_agent` falls back to :data:`FALLBACK_AGENT`.
+DEFAULT_AGENT: Final = "voice"
+FALLBACK_AGENT: Final = "scripted"
 
 
 def load_agent(name: str, options: dict[str, str] | None = None) -> AgentFactory:
@@ -77,3 +83,19 @@ def load_agent(name: str, options: dict[str, str] | None = None) -> AgentFactory
         importlib.import_module(module), attribute
     )
     return setup(dict(options or {}))
+
+
+def load_default_agent(options: dict[str, str] | None = None) -> tuple[str, AgentFactory, str]:
+    """The default agent set up: ``(name, factory, notice)``. Without the voice extra
+    it is the scripted agent, and ``notice`` is one line saying how to get voice
+    (empty otherwise)."""
+    from ..voice import EXTRA_HINT, missing_packages
+
+    missing = missing_packages()
+    if not missing:
+        return DEFAULT_AGENT, load_agent(DEFAULT_AGENT, options), ""
+    notice = (
+        f"the offline voice agent is not installed ({', '.join(missing)} missing); "
+        f"using the {FALLBACK_AGENT} agent. For voice: {EXTRA_HINT}"
+    )
+    return FALLBACK_AGENT, load_agent(FALLBACK_AGENT, options), notice

@@ -17,7 +17,7 @@ import logging
 from collections import deque
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterable
 from dataclasses import dataclass
-from typing import Any, Final, Protocol, TypeAlias, runtime_checkable
+from typing import Any, Final, Protocol, Self, TypeAlias, runtime_checkable
 
 from ..protocol.messages import FailureCode, Format, Tool, TurnStateName
 from ..protocol.server import (
@@ -117,6 +117,14 @@ class AgentSession:
         self.dropped_audio = 0
         self._wakeup: asyncio.Future[None] | None = None
         self._waiting: dict[str, asyncio.Future[ToolSettled]] = {}
+
+    @classmethod
+    def inside(cls, outer: AgentSession) -> Self:
+        """A second view of ``outer``'s session for an agent that runs inside another
+        agent (the text brain of a voice agent, ``vrt.voice.brain``): its actions act
+        on the same session, and it hears only the events the outer agent hands it with
+        :meth:`deliver`. A subclass overrides what the inner agent's actions become."""
+        return cls(outer._session, outer._flush, outer._clock, outer._on_failure)
 
     # -- what the session is --
 

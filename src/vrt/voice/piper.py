@@ -1,0 +1,90 @@
+"""Speech synthesis with Piper (a VITS voice in ONNX, run by onnxruntime), the
+``en_US-joe-medium`` voice by default (22,050 Hz). Piper synthesises a sentence at a
+time, so the voice agent hands it a clause at a time: the first audio of a reply waits
+only for its first clause."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import AsyncIterator
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from ..agents.base import AgentSetupError
+from .models import BUNDLED, check_file
+from .stages import Samples, StageError
+
+__all__ = ["PiperTts"]
+
+log = logging.getLogger(__name__)
+
+
+def _session(model: Path, threads: int) -> Any:
+    """The voice's ONNX session: ``threads`` cores, threads that sleep rather than spin
+    while waiting. onnxruntime's default (every core, spinning) took twice the wall time
+    and CPU per clause here, on two cores shared with the recogniser and the server."""
+    import onnxruntime
+
+    options = onnxruntime.SessionOptions()
+    options.intra_op_num_threads = threads
+    options.inter_op_num_threads = 1
+    options.add_session_config_entry("session.intra_op.allow_spinning", "0")
+    return onnxruntime.InferenceSession(
+        str(model), sess_options=options, providers=["CPUExecutionProvider"]
+    )
+
+
+class PiperTts:
+    """A Piper voice shared by every session; synthesis runs on a thread of its own."""
+
+    def __init__(
+        self,
+        model: Path | None = None,
+        *,
+        sha256: str | None = None,
+        config: Path | None = None,
+        speed: float = 1.0,
+        threads: int = 1,
+    ) -> None:
+        try:
+            from piper import PiperVoice, SynthesisConfig
+        except ImportError:
+            raise AgentSetupError(
+                "the piper speech synthesiser needs piper-tts: pip install 'vrealtime[voice]'"
+            ) from None
+        if model is None:
+            model = BUNDLED["piper-joe-medium"].locate()
+        else:
+            check_file(model, sha256, what="tts_model")
+        config = config or Path(f"{model}.json")
+        check_file(config, None, what="the Piper voice's config (tts_config)")
+        try:
+            self._voice = PiperVoice.load(model, config_path=config)
+            self._voice.session = _session(model, threads)
+        except Exception as exc:  # onnxruntime and json raise their own types
+            raise AgentSetupError(f"the Piper voice {model} does not load: {exc}") from None
+        self._config = SynthesisConfig(length_scale=1.0 / speed)
+        self.sample_rate: int = self._voice.config.sample_rate
+        self._executor = ThreadPoolExecutor(1, thread_name_prefix="vrt-piper")
+        self._synthesize_now("Ready.")  # warm up at startup
+
+    def _synthesize_now(self, text: str) -> Samples:
+        parts = [
+            chunk.audio_float_array.astype(np.float32)
+            for chunk in self._voice.synthesize(text, syn_config=self._config)
+        ]
+        return np.concatenate(parts) if parts else np.zeros(0, np.float32)
+
+    async def synthesize(self, text: str) -> AsyncIterator[Samples]:
+        loop = asyncio.get_running_loop()
+        try:
+            audio = await loop.run_in_executor(self._executor, self._synthesize_now, text)
+        except Exception as exc:
+            log.exception("piper synthesis failed")
+            raise StageError(f"speech synthesis failed: {type(exc).__name__}") from exc
+        if audio.size:
+            yield audio

