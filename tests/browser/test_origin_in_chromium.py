@@ -18,7 +18,7 @@ SITE = "other-site.example"
 
 @pytest.fixture
 def page_port() -> Iterator[int]:
-    httpd, url = start_page_server(demo_files(), "127.0.0.1", 0, "ws://unused")
+    httpd, _url = start_page_server(demo_files(), "127.0.0.1", 0, "ws://unused")
     try:
         yield httpd.server_address[1]
     finally:
@@ -27,9 +27,7 @@ def page_port() -> Iterator[int]:
 
 
 async def opened(page: str, server: str) -> dict[str, object]:
-    driver = await Driver.start(
-        "origin", page=page, url=server, hostRules=f"MAP {SITE} 127.0.0.1"
-    )
+    driver = await Driver.start("origin", page=page, url=server, hostRules=f"MAP {SITE} 127.0.0.1")
     return await driver.result()
 
 
