@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import re
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
 
@@ -286,3 +287,18 @@ def test_metrics_addresses() -> None:
     for bad in ("9100", "host:", "host:port", "host:70000"):
         with pytest.raises(ValueError, match="HOST:PORT"):
             parse_address(bad)
+
+
+async def test_every_metric_is_documented(observed: Observed) -> None:
+    """docs/operations.md has a row for every metric the server exports, and no other."""
+    from pathlib import Path
+
+    docs = (Path(__file__).resolve().parents[2] / "docs" / "operations.md").read_text()
+    documented = set(re.findall(r"^\| `(vrt_[a-z_]+)` \|", docs, re.MULTILINE))
+    response = await observed.get("/metrics")
+    exported = {
+        family.name + ("_total" if family.type == "counter" else "")
+        for family in text_string_to_metric_families(response.text)
+        if family.name.startswith("vrt_")
+    }
+    assert exported == documented
