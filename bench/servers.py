@@ -273,12 +273,26 @@ async def serve_vrt(stop: asyncio.Event, experiments: list[str]) -> None:
             connection.resumed = connection.loop.create_future()
         return connection.resumed
 
-    server = VrtServer(bench_agent_factory(wait_writable))
+    operations = None
+    if "metrics" in experiments:  # as vrt serve --metrics runs
+        from vrt.server.health import OperationsListener
+        from vrt.server.metrics import ServerMetrics
+        from vrt.server.telemetry import Telemetry
+
+        metrics = ServerMetrics("bench")
+        server = VrtServer(bench_agent_factory(wait_writable), observer=Telemetry(metrics))
+        operations = OperationsListener(server, metrics)
+    else:
+        server = VrtServer(bench_agent_factory(wait_writable))
     url = await server.start(HOST, 0)
+    if operations is not None:
+        await operations.start(HOST, 0)
     print(f"READY {url.rsplit(':', 1)[1]}", flush=True)
     try:
         await stop.wait()
     finally:
+        if operations is not None:
+            await operations.close()
         await server.close()
 
 
