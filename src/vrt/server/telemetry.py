@@ -58,22 +58,19 @@ _TURN_STATE: Final = msgspec.json.Decoder(_TurnState)
 _INTERRUPTED: Final = msgspec.json.Decoder(_Interrupted)
 _TOOL_CALL: Final = msgspec.json.Decoder(_ToolCall)
 _ERROR: Final = msgspec.json.Decoder(_Error)
-#: Where ``"type":"`` may start in a frame of vrt's encoder: after ``{"v":1,"seq":``,
-#: at most ten digits and a comma.
+#: A frame of vrt's encoder begins ``{"v":1,"seq":N,"type":"``: the comma after the seq
+#: is the first from here, and the type begins ``len(',"type":"')`` after it.
 _TYPE_FROM: Final = len(b'{"v":1,"seq":0')
-_TYPE_TO: Final = len(b'{"v":1,"seq":4294967295,"type":"')
-_TYPE_MEMBER: Final = b'"type":"'
+_TYPE_SKIP: Final = len(b',"type":"')
 #: Output frames whose content a latency or a trace needs.
 _WATCHED: Final = frozenset({b"text", b"turn.state", b"interrupted", b"tool.call", b"error"})
 _INPUT_AUDIO: Final = bytes([FrameKind.INPUT])
 
 
 def sent_type(data: bytes) -> bytes:
-    """The ``type`` of a frame written by vrt's encoder (b"" if there is none)."""
-    start = data.find(_TYPE_MEMBER, _TYPE_FROM, _TYPE_TO)
-    if start < 0:
-        return b""
-    start += len(_TYPE_MEMBER)
+    """The ``type`` of a frame written by vrt's encoder: ``{"v":1,"seq":N,"type":"``
+    and the type up to its closing quote."""
+    start = data.find(b",", _TYPE_FROM) + _TYPE_SKIP
     return data[start : data.find(b'"', start)]
 
 
@@ -259,13 +256,17 @@ class _Meter:
             kind = type(item)
             if kind is SendText:
                 data = item.data  # type: ignore[union-attr]
-                name = sent_type(data)
+                # sent_type(), inline: "type":" follows the comma after the seq.
+                start = data.find(b",", _TYPE_FROM) + _TYPE_SKIP
+                name = data[start : data.find(b'"', start)]
                 if sent is not None:
                     tally = sent.get(name)
                     if tally is not None:
                         tally.count += 1
                         tally.bytes += len(data)
                 if name in _WATCHED:
+                    if name == b"text" and self.text_at is None:
+                        continue  # a chunk after the first of a reply: nothing to time
                     self._watched(name, data)
             elif kind is SendBinary:
                 if metrics is None:
