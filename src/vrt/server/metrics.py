@@ -16,17 +16,18 @@ import asyncio
 import contextlib
 from bisect import bisect_left
 from collections.abc import Callable, Iterable, Iterator
-from typing import TYPE_CHECKING, Any, Final
+from typing import TYPE_CHECKING, Any, Final, Protocol
 
 from .. import __version__
 from ..agents.usage import TokenUsage
 from ..protocol.errors import ErrorCode
 from ..protocol.messages import CLIENT_TYPES, SERVER_TYPES
+from .listener import ConnectionCap
 
 if TYPE_CHECKING:
     from prometheus_client.registry import CollectorRegistry
 
-    from .app import VrtServer
+    from ..agents.base import AgentSession
 
 __all__ = [
     "LATENCY_BUCKETS",
@@ -61,6 +62,23 @@ END_OUTCOMES: Final = {
 }
 #: ``vrt_tool_calls_total{outcome}``: ok, or the failure code in lowercase.
 TOOL_OUTCOMES: Final = ("ok", "interrupted", "rejected", "invalid", "timeout", "failed")
+
+
+class ObservedServer(Protocol):
+    """What the metrics read of a server when scraped (``VrtServer``)."""
+
+    connection_cap: ConnectionCap
+
+    @property
+    def session_count(self) -> int: ...
+
+    @property
+    def parked_count(self) -> int: ...
+
+    @property
+    def draining(self) -> bool: ...
+
+    def agents(self) -> list[tuple[Any, AgentSession]]: ...
 
 
 class Tally:
@@ -104,7 +122,7 @@ class ServerMetrics:
 
     def __init__(self, agent: str = "custom") -> None:
         self.agent = agent
-        self.server: VrtServer | None = None
+        self.server: ObservedServer | None = None
         #: Received text messages by their ``type``, plus ``audio`` and ``invalid``.
         self.received: dict[str, Tally] = {
             name: Tally() for name in (*(cls.TYPE for cls in CLIENT_TYPES), "audio", "invalid")
@@ -144,7 +162,7 @@ class ServerMetrics:
         #: Buffered output of every live connection, read when scraped.
         self.buffered: Callable[[], Iterable[int]] = tuple
 
-    def bind(self, server: VrtServer) -> None:
+    def bind(self, server: ObservedServer) -> None:
         """Read the live state of ``server`` when scraped."""
         self.server = server
 
