@@ -9,6 +9,10 @@ enum-free frame parser were measured here first and are now in ``src/``.)
 ``ack-now``
     The server acknowledges at the end of the loop iteration that received a sequenced
     message, instead of 250 ms later (``streams.ACK_DELAY = 0``; §4.2 allows sooner).
+``metrics``
+    Not a proposal: the server runs as ``vrt serve --metrics`` does (its telemetry
+    observer and the operations listener with its event-loop probe), to measure what
+    metrics cost against the same run's baseline (``bench.servers.serve_vrt``).
 """
 
 from __future__ import annotations
@@ -24,8 +28,13 @@ def _ack_now() -> None:
     streams.ACK_DELAY = 0.0  # type: ignore[misc]
 
 
+def _metrics() -> None:
+    """Applied by ``bench.servers.serve_vrt``, which builds the server."""
+
+
 EXPERIMENTS: dict[str, Callable[[], None]] = {
     "ack-now": _ack_now,
+    "metrics": _metrics,
 }
 
 

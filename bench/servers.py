@@ -281,12 +281,31 @@ async def serve_vrt(stop: asyncio.Event, experiments: list[str]) -> None:
         frame_rate=unlimited, frame_burst=unlimited, byte_rate=unlimited, byte_burst=unlimited
     )
     edge = EdgeLimits(max_message_bytes=4 << 20, max_write_buffer=1 << 30)
-    server = VrtServer(bench_agent_factory(wait_writable), config=config, edge=edge)
+    operations = None
+    if "metrics" in experiments:  # as vrt serve --metrics runs
+        from vrt.server.health import OperationsListener
+        from vrt.server.metrics import ServerMetrics
+        from vrt.server.telemetry import Telemetry
+
+        metrics = ServerMetrics("bench")
+        server = VrtServer(
+            bench_agent_factory(wait_writable),
+            config=config,
+            edge=edge,
+            observer=Telemetry(metrics),
+        )
+        operations = OperationsListener(server, metrics)
+    else:
+        server = VrtServer(bench_agent_factory(wait_writable), config=config, edge=edge)
     url = await server.start(HOST, 0)
+    if operations is not None:
+        await operations.start(HOST, 0)
     print(f"READY {url.rsplit(':', 1)[1]}", flush=True)
     try:
         await stop.wait()
     finally:
+        if operations is not None:
+            await operations.close()
         await server.close()
 
 

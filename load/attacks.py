@@ -311,7 +311,9 @@ ATTACKS: Final[dict[str, tuple[Attack, tuple[str, ...], int | None]]] = {
 
 async def run_attack(name: str, seconds: float) -> dict[str, Any]:
     attack, options, open_files = ATTACKS[name]
-    server = await Server.start("--log-level", "info", *options, open_files=open_files)
+    server = await Server.start(
+        "--log-level", "info", "--agent", "scripted", *options, open_files=open_files
+    )
     pid = server.process.pid
     try:
         await asyncio.sleep(0.5)

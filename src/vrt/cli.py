@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import asyncio
-import logging
+import importlib.util
 import os
 import signal
 import ssl
@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Annotated, Any, cast
 
 import typer
+import typer.core
 
 from . import __version__
 from .agents import DEFAULT_AGENT, AgentSetupError, load_agent, load_default_agent
@@ -21,12 +22,127 @@ from .protocol.codec import check_encoding
 from .protocol.server import ServerConfig
 from .protocol.streams import DEFAULT_MAX_KEPT
 
+# The examples at the end of each --help ("\b" keeps click from rewrapping a block).
+MAIN_EPILOG = """\b
+Examples:
+  vrt serve                                  a server with the scripted agent
+  printf 'echo hello\\n' | vrt chat ws://127.0.0.1:8765
+  vrt conformance server ws://127.0.0.1:8765
+  vrt docs                                   the documentation, offline
+
+Run 'vrt COMMAND --help' for a command's options."""
+
+SERVE_EPILOG = """\b
+Examples:
+  vrt serve
+  vrt serve --agent openai-realtime --metrics :9100 --log-format json
+  vrt serve --host 0.0.0.0 --tls-cert cert.pem --tls-key key.pem \\
+            --auth-token alice:s3cret --allowed-origin https://app.example
+  VRT_PORT=9000 vrt serve --config vrt.toml --print-config
+
+More: 'vrt docs server' (options and the library), 'vrt docs operations'
+(metrics, health, logs, configuration), 'vrt docs agents'."""
+
+DEMO_EPILOG = """\b
+Example:
+  vrt demo                 then open the printed http://127.0.0.1:8780/
+
+More: 'vrt docs browser'."""
+
+CHAT_EPILOG = """\b
+Examples:
+  vrt chat ws://127.0.0.1:8765
+  printf 'echo hello world\\n' | vrt chat ws://127.0.0.1:8765
+  vrt chat wss://vrt.example --auth s3cret --cafile ca.pem
+
+More: 'vrt docs client'."""
+
+CONFORMANCE_SERVER_EPILOG = """\b
+Examples:
+  vrt conformance server ws://127.0.0.1:8765
+  vrt conformance server ws://127.0.0.1:8765 --only §5.4 --junit report.xml
+  vrt conformance server --list
+
+More: 'vrt docs conformance'."""
+
+CONFORMANCE_CLIENT_EPILOG = """\b
+Examples:
+  vrt conformance client -- ./my-client --its-own-flag
+  vrt conformance client --jobs 2 --json report.json -- node client.mjs
+  vrt conformance client --list
+
+More: 'vrt docs conformance' (what the client under test must do)."""
+
+BENCH_EPILOG = """\b
+Examples:
+  vrt bench --smoke          seconds: checks that the runner works
+  vrt bench                  about a minute: every scenario, quick
+  vrt bench --only rtt,push --json out.json
+
+More: 'vrt docs performance'."""
+
+
+class ManPage(typer.core.TyperCommand):
+    """A command whose ``--help`` reads like a man page: arguments named in capitals
+    (optional ones in brackets) and options with their metavar and default, without
+    the type labels typer adds (``<str>``, ``{URL}``)."""
+
+    def collect_usage_pieces(self, ctx: Any) -> list[str]:
+        pieces = [self.options_metavar] if self.options_metavar else []
+        for param in self.get_params(ctx):
+            if isinstance(param, typer.core.TyperArgument):
+                name = _argument_name(param)
+                pieces.append(name if param.required else f"[{name}]")
+        return pieces
+
+    def format_options(self, ctx: Any, formatter: Any) -> None:
+        params = self.get_params(ctx)
+        arguments = [
+            (_argument_name(param), param.help or "")
+            for param in params
+            if isinstance(param, typer.core.TyperArgument)
+        ]
+        options = [
+            record
+            for param in params
+            if not isinstance(param, typer.core.TyperArgument)
+            and (record := param.get_help_record(ctx))
+        ]
+        if arguments:
+            with formatter.section("Arguments"):
+                formatter.write_dl(arguments)
+        if options:
+            with formatter.section("Options"):
+                formatter.write_dl(options)
+
+
+class ManPageWithCommand(ManPage):
+    """A command that runs another one given after ``--``."""
+
+    tail = "-- COMMAND [ARGS]..."
+
+    def collect_usage_pieces(self, ctx: Any) -> list[str]:
+        return [*super().collect_usage_pieces(ctx), self.tail]
+
+
+class ManPageWithRunner(ManPageWithCommand):
+    """``vrt bench``: what follows is the runner's own options."""
+
+    tail = "[RUNNER-OPTIONS]..."
+
+
+def _argument_name(param: typer.core.TyperArgument) -> str:
+    return (param.metavar or param.name or "").upper()
+
+
 app = typer.Typer(
     name="vrt",
     help="vRT (vRealTime): a server for realtime voice and text agents, and its tools.",
+    epilog=MAIN_EPILOG,
     no_args_is_help=True,
     add_completion=False,
     pretty_exceptions_enable=False,
+    rich_markup_mode=None,
 )
 
 
@@ -50,24 +166,54 @@ def _fail(message: str) -> typer.Exit:
     return typer.Exit(2)
 
 
-@app.command()
+def _load_config(ctx: typer.Context, param: typer.CallbackParam, value: Path | None) -> None:
+    """``--config FILE``: the file's settings become the command's defaults, under the
+    flags and the environment (config.py)."""
+    if value is not None and not ctx.resilient_parsing:
+        from .config import load_file
+
+        ctx.default_map = {**(ctx.default_map or {}), **load_file(value, ctx.command)}
+
+
+def _env(name: str) -> str:
+    return "VRT_" + name.upper()
+
+
+@app.command(cls=ManPage, epilog=SERVE_EPILOG)
 def serve(
+    ctx: typer.Context,
     host: Annotated[
-        str, typer.Option(metavar="HOST", help="Interface to listen on.")
+        str,
+        typer.Option(
+            metavar="HOST",
+            envvar=_env("host"),
+            help="Interface to listen on: 0.0.0.0 or :: for every one.",
+        ),
     ] = "127.0.0.1",
     port: Annotated[
-        int, typer.Option(metavar="PORT", help="TCP port (0 picks a free one).")
+        int,
+        typer.Option(metavar="PORT", envvar=_env("port"), help="TCP port; 0 picks a free one."),
     ] = 8765,
     agent: Annotated[
         str | None,
         typer.Option(
             metavar="NAME",
+            envvar=_env("agent"),
             help=f"The agent behind each session: {DEFAULT_AGENT} (the default: offline "
-            "speech in and out, docs/voice.md; the scripted agent without the voice "
-            "extra), scripted (deterministic, for tests and demos), openai-realtime or "
-            "gemini-live (speech to speech), openai-chat (text; any OpenAI-compatible "
-            "server). See docs/agents.md.",
+            "speech in and out; the scripted agent when the voice extra is not installed), "
+            "scripted (deterministic, for tests and demos), openai-realtime or gemini-live "
+            "(speech to speech), openai-chat (text, any OpenAI-compatible server). Their "
+            "settings: vrt docs agents.",
             show_default=False,
+        ),
+    ] = None,
+    agent_option: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--agent-option",
+            metavar="KEY=VALUE",
+            envvar=_env("agent_option"),
+            help="A setting of the agent, e.g. model=gpt-4o-mini (repeatable).",
         ),
     ] = None,
     auth_token: Annotated[
@@ -75,36 +221,91 @@ def serve(
         typer.Option(
             "--auth-token",
             metavar="PRINCIPAL:TOKEN",
-            help="Require hello.auth to equal TOKEN; the session belongs to PRINCIPAL. "
-            "Repeatable. None given: no authentication.",
+            envvar=_env("auth_token"),
+            help="Require hello.auth to equal TOKEN; the session belongs to PRINCIPAL "
+            "(repeatable, §5.3). Default: no authentication.",
         ),
+    ] = None,
+    allowed_origin: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--allowed-origin",
+            metavar="ORIGIN",
+            envvar=_env("allowed_origin"),
+            help="Accept browser pages from this origin, e.g. https://app.example "
+            "(repeatable; '*' for any). Default: only pages from loopback and from "
+            "HOST, against cross-site WebSocket hijacking. Clients that are not "
+            "browsers are not concerned.",
+        ),
+    ] = None,
+    tls_cert: Annotated[
+        Path | None,
+        typer.Option(
+            metavar="PEM",
+            envvar=_env("tls_cert"),
+            help="Certificate chain: serve wss:// (§2.1). Default: ws://.",
+        ),
+    ] = None,
+    tls_key: Annotated[
+        Path | None,
+        typer.Option(metavar="PEM", envvar=_env("tls_key"), help="The private key of --tls-cert."),
     ] = None,
     resume_window: Annotated[
         float,
-        typer.Option(metavar="SEC", help="How long a dropped session waits (§5.1)."),
+        typer.Option(
+            metavar="SEC",
+            envvar=_env("resume_window"),
+            help="How long a session whose connection dropped waits for a resume (§5.1).",
+        ),
     ] = 30.0,
     heartbeat_timeout: Annotated[
         float,
-        typer.Option(metavar="SEC", help="Close a silent connection with 4408 (§4.4)."),
+        typer.Option(
+            metavar="SEC",
+            envvar=_env("heartbeat_timeout"),
+            help="Close a connection silent this long with 4408 (§4.4).",
+        ),
     ] = 45.0,
+    hello_timeout: Annotated[
+        float,
+        typer.Option(
+            metavar="SEC",
+            envvar=_env("hello_timeout"),
+            help="Close a connection that sends no hello this long with 1008.",
+        ),
+    ] = 10.0,
     tool_timeout: Annotated[
         float,
         typer.Option(
-            metavar="SEC", help="Settle a client tool call without result as TIMEOUT (§7.2)."
+            metavar="SEC",
+            envvar=_env("tool_timeout"),
+            help="Settle a client tool call without a result this long as TIMEOUT (§7.2).",
         ),
     ] = 30.0,
+    drain_timeout: Annotated[
+        float,
+        typer.Option(
+            metavar="SEC",
+            envvar=_env("drain_timeout"),
+            help="On SIGTERM or Ctrl-C, let replies in flight finish this long before "
+            "ending every session with SERVER_SHUTDOWN; a second signal stops at once.",
+        ),
+    ] = 10.0,
     max_unacked: Annotated[
         int,
         typer.Option(
-            metavar="N", help="Unacknowledged messages kept per session for resends (§4.1)."
+            metavar="N",
+            envvar=_env("max_unacked"),
+            help="Unacknowledged messages kept per session for resends (§4.1).",
         ),
     ] = DEFAULT_MAX_KEPT,
     max_sessions: Annotated[
         int | None,
         typer.Option(
             metavar="N",
-            help="At most N live sessions, connected or waiting for a resume. A new one "
-            "beyond it evicts the session parked the longest, or with none parked gets "
+            envvar=_env("max_sessions"),
+            help="At most N live sessions, connected or waiting for a resume. One more "
+            "evicts the session parked the longest, or with none parked gets "
             "START_FAILED (close 1011); resumes are always served. Default: no limit.",
         ),
     ] = None,
@@ -112,6 +313,7 @@ def serve(
         int | None,
         typer.Option(
             metavar="N",
+            envvar=_env("max_parked"),
             help="At most N sessions waiting for a resume; one more evicts the one parked "
             "the longest (its resume gets RESUME_FAILED). Default: no limit.",
         ),
@@ -120,61 +322,83 @@ def serve(
         int | None,
         typer.Option(
             metavar="N",
-            help="TCP connections open at once; beyond it a connection is refused with "
-            "HTTP 503 as it is accepted. Default: the open-file limit less headroom.",
+            envvar=_env("max_connections"),
+            help="TCP connections open at once; one more is refused with HTTP 503. "
+            "Default: the open-file limit less headroom.",
         ),
     ] = None,
-    hello_timeout: Annotated[
-        float,
-        typer.Option(metavar="SEC", help="Close a connection that sends no hello (1008)."),
-    ] = 10.0,
-    drain_timeout: Annotated[
-        float,
+    metrics: Annotated[
+        str | None,
         typer.Option(
-            metavar="SEC",
-            help="On SIGTERM or Ctrl-C, let replies in flight finish for this long before "
-            "ending every session with SERVER_SHUTDOWN; a second signal stops at once.",
-        ),
-    ] = 10.0,
-    tls_cert: Annotated[
-        Path | None, typer.Option(metavar="PATH", help="PEM certificate: serve wss:// (§2.1).")
-    ] = None,
-    tls_key: Annotated[
-        Path | None, typer.Option(metavar="PATH", help="PEM private key of --tls-cert.")
-    ] = None,
-    allowed_origin: Annotated[
-        list[str] | None,
-        typer.Option(
-            "--allowed-origin",
-            metavar="ORIGIN",
-            help="Accept browsers only from this Origin (repeatable): against cross-site "
-            "WebSocket hijacking.",
-        ),
-    ] = None,
-    agent_option: Annotated[
-        list[str] | None,
-        typer.Option(
-            "--agent-option",
-            metavar="KEY=VALUE",
-            help="A setting of the agent, e.g. model=... (repeatable; see docs/agents.md).",
+            metavar="HOST:PORT",
+            envvar=_env("metrics"),
+            help="Serve Prometheus metrics on http://HOST:PORT/metrics, with /healthz and "
+            "/readyz, on a listener of their own (:PORT is loopback). Needs "
+            "'vrealtime[metrics]'. Default: off.",
         ),
     ] = None,
     log_level: Annotated[
-        str, typer.Option(metavar="LEVEL", help="debug, info, warning or error.")
+        str,
+        typer.Option(
+            metavar="LEVEL",
+            envvar=_env("log_level"),
+            help="debug, info, warning or error.",
+        ),
     ] = "info",
+    log_format: Annotated[
+        str,
+        typer.Option(
+            metavar="FORMAT",
+            envvar=_env("log_format"),
+            help="text, or json: one JSON object per line with session, turn, epoch and "
+            "principal where known.",
+        ),
+    ] = "text",
+    config: Annotated[
+        Path | None,
+        typer.Option(
+            metavar="FILE",
+            envvar=_env("config"),
+            is_eager=True,
+            callback=_load_config,
+            help="Read settings from this TOML file: the flags' names as keys, e.g. "
+            "port = 9000. Flags and VRT_* variables override it.",
+        ),
+    ] = None,
+    print_config: Annotated[
+        bool,
+        typer.Option(
+            "--print-config",
+            help="Print the settings in force, and where each came from, as TOML; then exit.",
+        ),
+    ] = False,
 ) -> None:
-    """Start a vRT server. Stop it with Ctrl-C (SIGINT) or SIGTERM."""
+    """Start a vRT server.
+
+    Clients connect to ws://HOST:PORT (wss:// with --tls-cert) and talk to the agent.
+    The server prints its URL and its browser-origin policy, and stops on SIGTERM or
+    Ctrl-C after letting replies in flight finish (--drain-timeout).
+
+    Every option can also be set with an environment variable (VRT_ and the option's
+    name, e.g. VRT_PORT=9000) or in a --config file; a flag wins over the environment,
+    which wins over the file.
+    """
+    if print_config:
+        from .config import render
+
+        typer.echo(render(ctx), nl=False)
+        raise typer.Exit
+    from .logs import LOG_FORMATS, configure
     from .server import TokenAuthenticator, VrtServer, parse_token_spec
 
-    logging.basicConfig(
-        level=log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s"
-    )
+    if log_format not in LOG_FORMATS:
+        raise _fail("--log-format takes text or json")
+    try:
+        configure(log_level, cast("Any", log_format))
+    except ValueError:
+        raise _fail("--log-level takes debug, info, warning or error") from None
     if os.environ.get("VRT_STRICT") == "1":  # development: check every message sent
         check_encoding(True)
-    if logging.getLogger().level > logging.DEBUG:
-        # picows logs every accepted and closed connection at INFO; vrt's own lines say
-        # what happens to sessions. Its warnings and errors still show.
-        logging.getLogger("picows").setLevel(logging.WARNING)
     options: dict[str, str] = {}
     for item in agent_option or ():
         key, sep, setting = item.partition("=")
@@ -210,7 +434,7 @@ def serve(
         try:
             context.load_cert_chain(tls_cert, tls_key)
         except (OSError, ssl.SSLError) as exc:
-            raise _fail(f"cannot load the TLS certificate: {exc}") from None
+            raise _fail(f"cannot load the TLS certificate {tls_cert}: {exc}") from None
     for name, value in (
         ("resume-window", resume_window),
         ("heartbeat-timeout", heartbeat_timeout),
@@ -227,7 +451,8 @@ def serve(
             raise _fail(f"--{name} is too small")
     if hello_timeout <= 0 or drain_timeout < 0:
         raise _fail("--hello-timeout must be positive and --drain-timeout not negative")
-    config = ServerConfig(
+    telemetry = _telemetry(agent, metrics)
+    config_ = ServerConfig(
         heartbeat_timeout=heartbeat_timeout,
         resume_window=resume_window,
         hello_timeout=hello_timeout,
@@ -237,12 +462,13 @@ def serve(
     server = VrtServer(
         factory,
         authenticator=authenticator,
-        config=config,
+        config=config_,
         ssl_context=context,
         allowed_origins=allowed_origin,
         max_sessions=max_sessions,
         max_parked=max_parked,
         max_connections=max_connections,
+        observer=telemetry[0] if telemetry else None,
     )
 
     async def run() -> None:
@@ -250,12 +476,28 @@ def serve(
             url = await server.start(host, port)
         except OSError as exc:
             raise _fail(f"cannot listen on {host}:{port}: {exc.strerror or exc}") from None
+        operations = None
+        if telemetry is not None and metrics is not None:
+            from .server.health import OperationsListener, parse_address
+
+            operations = OperationsListener(server, telemetry[1])
+            ops_host, ops_port = parse_address(metrics)
+            try:
+                ops_url = await operations.start(ops_host, ops_port)
+            except OSError as exc:
+                await server.close()
+                raise _fail(
+                    f"--metrics cannot listen on {metrics}: {exc.strerror or exc}"
+                ) from None
         stop = asyncio.Event()
         loop = asyncio.get_running_loop()
         for sig in (signal.SIGINT, signal.SIGTERM):
             loop.add_signal_handler(sig, stop.set)
         auth = "authentication on" if authenticator else "no authentication"
-        typer.echo(f"vrt {__version__} listening on {url} (agent {agent}, {auth})", err=False)
+        typer.echo(f"vrt {__version__} listening on {url} (agent {agent}, {auth})")
+        typer.echo(f"origins: {server.origins.describe()}")
+        if operations is not None:
+            typer.echo(f"metrics: {ops_url}/metrics; health: {ops_url}/healthz, {ops_url}/readyz")
         sys.stdout.flush()
         await stop.wait()
         typer.echo(f"draining: replies in flight have {drain_timeout:g} s to finish")
@@ -268,9 +510,33 @@ def serve(
             drain.cancel()
             await server.close()
         again.cancel()
+        if operations is not None:
+            await operations.close()
         typer.echo("stopped")
 
     _run(run())
+
+
+def _telemetry(agent: str, metrics: str | None) -> tuple[Any, Any] | None:
+    """The server's observer and its metrics (None without --metrics): traces when
+    OpenTelemetry is configured come with it; without --metrics the server finds
+    those itself."""
+    if metrics is None:
+        return None
+    try:
+        from .server.health import parse_address
+
+        parse_address(metrics)
+    except ValueError as exc:
+        raise _fail(f"--metrics {exc}") from None
+    if importlib.util.find_spec("prometheus_client") is None:
+        raise _fail("--metrics needs prometheus-client: pip install 'vrealtime[metrics]'")
+    from .server.metrics import ServerMetrics
+    from .server.telemetry import Telemetry
+    from .server.tracing import configured_tracer
+
+    server_metrics = ServerMetrics(agent)
+    return Telemetry(server_metrics, configured_tracer()), server_metrics
 
 
 def _run(main: Coroutine[Any, Any, None]) -> None:
@@ -283,48 +549,67 @@ def _run(main: Coroutine[Any, Any, None]) -> None:
         uvloop.run(main)
 
 
-@app.command()
+@app.command(cls=ManPage, epilog=DEMO_EPILOG)
 def demo(
     host: Annotated[
         str, typer.Option(metavar="HOST", help="Interface for both servers (keep it loopback).")
     ] = "127.0.0.1",
     port: Annotated[int, typer.Option(metavar="PORT", help="The vRT server's port.")] = 8765,
     http_port: Annotated[
-        int, typer.Option(metavar="PORT", help="The demo page's HTTP port (0 picks a free one).")
+        int, typer.Option(metavar="PORT", help="The demo page's HTTP port; 0 picks a free one.")
     ] = 8780,
     agent: Annotated[
-        str, typer.Option(metavar="NAME", help="The agent, as for vrt serve.")
-    ] = DEFAULT_AGENT,
+        str | None,
+        typer.Option(
+            metavar="NAME",
+            help=f"The agent, as for vrt serve (default {DEFAULT_AGENT}, or scripted without "
+            "the voice extra).",
+            show_default=False,
+        ),
+    ] = None,
     agent_option: Annotated[
         list[str] | None,
-        typer.Option("--agent-option", metavar="KEY=VALUE", help="A setting of the agent."),
+        typer.Option(
+            "--agent-option", metavar="KEY=VALUE", help="A setting of the agent (repeatable)."
+        ),
     ] = None,
     static: Annotated[
         Path | None,
-        typer.Option(metavar="DIR", help="Serve the page from DIR (default: the built demo)."),
+        typer.Option(metavar="DIR", help="Serve the page from DIR. Default: the built demo."),
     ] = None,
 ) -> None:
-    """Serve the browser SDK's demo page next to a vRT server; open the printed URL."""
-    from .demo import demo_files, run_demo
+    """Serve the browser SDK's demo page next to a vRT server.
 
-    logging.basicConfig(level="WARNING", format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    Open the printed http:// URL in a browser: the page connects to the server, and
+    you can type, talk (with a microphone), call its tools and interrupt. Both listen
+    on HOST; the page's loopback origin is one the server accepts. Ctrl-C stops both.
+    """
+    from .demo import demo_files, run_demo
+    from .logs import configure
+
+    configure("warning")
     options = dict(item.partition("=")[::2] for item in agent_option or ())
     try:
         files = demo_files(static)
-        factory = load_agent(agent, options)
+        if agent is None:
+            agent, factory, notice = load_default_agent(options)
+            if notice:
+                typer.echo(f"vrt: {notice}", err=True)
+        else:
+            factory = load_agent(agent, options)
     except FileNotFoundError as exc:
         raise _fail(str(exc)) from None
     except (KeyError, AgentSetupError) as exc:
-        raise _fail(f"--agent {agent}: {exc}") from None
+        raise _fail(f"--agent {agent or DEFAULT_AGENT}: {exc}") from None
     try:
         _run(run_demo(factory, host=host, port=port, http_port=http_port, files=files, agent=agent))
     except OSError as exc:
         raise _fail(f"cannot listen on {host}: {exc.strerror or exc}") from None
 
 
-@app.command()
+@app.command(cls=ManPage, epilog=CHAT_EPILOG)
 def chat(
-    url: Annotated[str, typer.Argument(metavar="URL", help="Server URL, e.g. ws://127.0.0.1:8765")],
+    url: Annotated[str, typer.Argument(metavar="URL", help="The server, e.g. ws://127.0.0.1:8765")],
     auth: Annotated[
         str | None,
         typer.Option(
@@ -344,7 +629,7 @@ def chat(
         typer.Option(
             metavar="PEM",
             help="wss:// only: trust the CA certificates in this file instead of the "
-            "system trust store (default: the system store, or SSL_CERT_FILE when set).",
+            "system trust store. Default: the system store, or SSL_CERT_FILE when set.",
         ),
     ] = None,
     insecure: Annotated[
@@ -379,7 +664,7 @@ def chat(
         typer.Option(
             metavar="FILE",
             help="Speak a recording (mono 16-bit WAV) instead of the microphone, print the "
-            "exchange and the voice-to-voice latency. See docs/voice.md.",
+            "exchange and the voice-to-voice latency. More: vrt docs voice.",
         ),
     ] = None,
     save_reply: Annotated[
@@ -392,8 +677,7 @@ def chat(
     interrupts the agent; a second Ctrl-C within 2 s quits, as do /quit and the end of
     input (after the reply in flight). Piped input is sent a line at a time, each after
     the reply to the one before. The client hosts two tools, get_time() and add(a, b).
-
-    Example: printf 'echo hello world\\n' | vrt chat ws://127.0.0.1:8765
+    A dropped connection is resumed (§5.4) for up to --give-up-after seconds.
     """
     if wav is not None or voice:
         from .voice.chat import run_voice_chat, run_wav
@@ -454,15 +738,20 @@ JsonReport = Annotated[
 JunitReport = Annotated[
     Path | None, typer.Option("--junit", metavar="PATH", help="Write a JUnit XML report here.")
 ]
-CheckTimeout = Annotated[float, typer.Option(help="Seconds allowed per check.")]
+CheckTimeout = Annotated[float, typer.Option(metavar="SEC", help="Seconds allowed per check.")]
 
 conformance = typer.Typer(
     help="Judge any vRT server or client against the protocol, clause by clause. Exit "
     "status: 0 passed, 1 a MUST check failed, 2 unreachable, 3 incomplete (MUST checks "
     "skipped; see --allow-skips).",
+    epilog="\b\nExamples:\n  vrt conformance server ws://127.0.0.1:8765\n"
+    "  vrt conformance client -- ./my-client\n\nMore: 'vrt docs conformance'.",
     no_args_is_help=True,
+    rich_markup_mode=None,
 )
-app.add_typer(conformance, name="conformance")
+app.add_typer(
+    conformance, name="conformance", short_help="Judge a vRT server or client against the protocol."
+)
 
 
 def _listing(lines: list[str]) -> typer.Exit:
@@ -470,11 +759,11 @@ def _listing(lines: list[str]) -> typer.Exit:
     return typer.Exit(0)
 
 
-@conformance.command("server")
+@conformance.command("server", cls=ManPage, epilog=CONFORMANCE_SERVER_EPILOG)
 def conformance_server(
     url: Annotated[
         str | None,
-        typer.Argument(help="The server under test, e.g. ws://127.0.0.1:8765"),
+        typer.Argument(metavar="URL", help="The server under test, e.g. ws://127.0.0.1:8765"),
     ] = None,
     auth: Annotated[
         str | None,
@@ -518,7 +807,12 @@ def conformance_server(
         ),
     ] = "probe",
 ) -> None:
-    """Run the server suite against URL (see conformance/README.md)."""
+    """Run the server suite against the server at URL.
+
+    The server must run an agent that follows the scripted agent contract (vrt serve
+    does by default; another implementation: 'vrt docs conformance'). Each check opens
+    its own connections; a report names every MUST it judged, with its section.
+    """
     from .conformance.server_context import SpeechDetection
     from .conformance.server_suite import SUITE, run_server_suite
 
@@ -548,7 +842,10 @@ def conformance_server(
 
 
 @conformance.command(
-    "client", context_settings={"allow_extra_args": True, "ignore_unknown_options": True}
+    "client",
+    cls=ManPageWithCommand,
+    epilog=CONFORMANCE_CLIENT_EPILOG,
+    context_settings={"allow_extra_args": True, "ignore_unknown_options": True},
 )
 def conformance_client(
     ctx: typer.Context,
@@ -560,9 +857,14 @@ def conformance_client(
     junit_report: JunitReport = None,
     timeout: CheckTimeout = 20.0,
     ping_wait: Annotated[
-        float, typer.Option(help="Seconds to wait for a ping before skipping the ping checks.")
+        float,
+        typer.Option(
+            metavar="SEC", help="Seconds to wait for a ping before skipping the ping checks."
+        ),
     ] = 3.0,
-    jobs: Annotated[int, typer.Option(help="Checks run at once (each starts its own client).")] = 1,
+    jobs: Annotated[
+        int, typer.Option(metavar="N", help="Checks run at once (each starts its own client).")
+    ] = 1,
     audio_output: Annotated[
         bool,
         typer.Option(
@@ -579,8 +881,14 @@ def conformance_client(
         ),
     ] = True,
 ) -> None:
-    """Run the client suite: `vrt conformance client -- COMMAND...` starts COMMAND with
-    the test server's URL in VRT_URL for each check (see conformance/README.md)."""
+    """Run the client suite against the client that COMMAND starts.
+
+    For each check, COMMAND is started with the URL of a test server in the VRT_URL
+    environment variable; the client opens a session there and performs the lines of
+    VRT_SAY (user texts, and commands such as /audio MS), while the test server plays
+    the check's part and judges what the client does. It is stopped at the end of the
+    check. The whole contract: 'vrt docs conformance'.
+    """
     from .conformance.client_suite import SUITE, run_client_suite
 
     selected = SUITE.select(only or (), skip or ())
@@ -606,3 +914,46 @@ def conformance_client(
             allow_skips=allow_skips,
         )
     )
+
+
+@app.command(
+    cls=ManPageWithRunner,
+    epilog=BENCH_EPILOG,
+    context_settings={"allow_extra_args": True, "ignore_unknown_options": True},
+)
+def bench(ctx: typer.Context) -> None:
+    """Measure vrt against a bare WebSocket server on this machine.
+
+    Each scenario (round trip, push, audio, sessions, resume, interrupt, CPU) runs
+    against vrt and against bare picows and websockets servers, each in a process of
+    its own, and prints vrt's figures, the baseline's and their ratio. The runner
+    lives in vrt's source tree, beside the package: from a checkout installed with
+    'pip install -e .' this runs it, with the options it takes (--smoke, --full,
+    --only, --json; see 'vrt bench -- --help').
+    """
+    from .bench_command import run_bench
+
+    raise typer.Exit(run_bench(list(ctx.args)))
+
+
+@app.command(cls=ManPage, short_help="Print vrt's documentation.")
+def docs(
+    topic: Annotated[
+        str | None,
+        typer.Argument(metavar="TOPIC", help="A document, e.g. server; none: the list."),
+    ] = None,
+) -> None:
+    """Print vrt's documentation (Markdown), which comes with the package.
+
+    Without TOPIC, lists the documents. Example: vrt docs operations | less
+    """
+    from .docs import document, topics
+
+    if topic is None:
+        for name, title in topics():
+            typer.echo(f"{name:24} {title}")
+        return
+    try:
+        typer.echo(document(topic), nl=False)
+    except KeyError:
+        raise _fail(f"no document {topic!r}; 'vrt docs' lists them") from None

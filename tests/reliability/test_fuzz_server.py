@@ -10,8 +10,9 @@ against the decoder and, where the mutation decides it, against the rule itself)
 pings every few milliseconds: it must keep being answered (its round trips are printed). At the
 end both sessions still answer ``echo``.
 
-The invalid-frame rate limit is lifted for the fuzzed server (it is tested in
-test_security.py). CI: 300 examples per strategy; ``VRT_LONG=1`` adds 3,000 per strategy.
+The invalid-frame rate limit and the read budget are lifted for the fuzzed server
+(they are tested in test_security.py and tests/server/test_hardening.py). CI: 300
+examples per strategy; ``VRT_LONG=1`` adds 3,000 per strategy.
 """
 
 from __future__ import annotations
@@ -66,7 +67,17 @@ class Env:
         return asyncio.run_coroutine_threadsafe(coro, self.loop).result(timeout)
 
     async def start(self) -> None:
-        self.server = await start_server(config=ServerConfig(max_invalid=10**9))
+        # Classification, not rates, is judged here: the invalid-frame limit and the read
+        # budget are lifted (test_security.py and test_hardening.py test them).
+        unlimited = float(1 << 40)
+        config = ServerConfig(
+            max_invalid=10**9,
+            frame_rate=unlimited,
+            frame_burst=unlimited,
+            byte_rate=unlimited,
+            byte_burst=unlimited,
+        )
+        self.server = await start_server(config=config)
         self.fuzzed = await RawClient.connect(self.server.url, auto_ack=True)
         await self.fuzzed.hello()
         self.bystander = await RawClient.connect(self.server.url, auto_ack=True)

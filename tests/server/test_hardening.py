@@ -446,8 +446,8 @@ def is_state_item(item: object, state: str) -> bool:
 async def serve_process(
     *options: str, open_files: int | None = None, stderr: int = subprocess.DEVNULL
 ) -> AsyncIterator[tuple[subprocess.Popen[bytes], str]]:
-    """``vrt serve`` in a process of its own on a free port, with at most ``open_files``
-    file handles when given."""
+    """``vrt serve`` with the scripted agent in a process of its own on a free port, with
+    at most ``open_files`` file handles when given."""
     port = free_port()
 
     def limit() -> None:
@@ -456,7 +456,7 @@ async def serve_process(
 
     command = [sys.executable, "-c", "from vrt.cli import app; app()", "serve"]
     process = subprocess.Popen(
-        [*command, "--port", str(port), *options],
+        [*command, "--port", str(port), "--agent", "scripted", *options],
         stdout=subprocess.DEVNULL,
         stderr=stderr,
         preexec_fn=limit,  # noqa: PLW1509 - setrlimit only; the child starts no thread first

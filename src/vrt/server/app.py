@@ -26,12 +26,15 @@ from picows import (
 )
 
 from ..agents.base import Agent, AgentFactory, AgentSession, SessionInfo
+from ..logs import CURRENT_SESSION, Throttled, session_fields
 from ..protocol.messages import UNSET, Format, Hello
 from ..protocol.outputs import CloseCode
 from ..protocol.server import HelloReceived, ServerConfig, ServerSession
 from .auth import Authenticator
 from .listener import ConnectionCap, default_max_connections, listen
+from .origins import OriginPolicy
 from .store import MemorySessionStore, SessionStore
+from .telemetry import ServerObserver
 from .websocket import ClientConnection, ConnectionHooks, EdgeLimits
 
 __all__ = ["VrtServer"]
@@ -45,9 +48,10 @@ _CREDENTIAL_PARAMS = frozenset({"token", "auth", "access_token", "key", "api_key
 class _AgentHost:
     """One session's agent: its task and the AgentSession it talks through."""
 
-    __slots__ = ("agent_session", "task")
+    __slots__ = ("agent", "agent_session", "task")
 
-    def __init__(self, agent_session: AgentSession, task: asyncio.Task[None]) -> None:
+    def __init__(self, agent: Agent, agent_session: AgentSession, task: asyncio.Task[None]) -> None:
+        self.agent = agent
         self.agent_session = agent_session
         self.task = task
 
@@ -60,8 +64,10 @@ class VrtServer:
         one the server does not authenticate and ignores ``auth`` (§5.3).
     :param config: protocol settings, deadlines (the resume window among them) and
         limits (``ServerConfig``); the input and output formats come from each agent.
-    :param allowed_origins: when given, a browser's ``Origin`` must be one of them
-        (against cross-site WebSocket hijacking); requests without Origin pass.
+    :param allowed_origins: the web pages whose browsers may connect, by origin
+        (``*`` for any); without, pages from loopback and from the host the server
+        listens on (``origins.OriginPolicy``, against cross-site WebSocket hijacking).
+        Clients that send no ``Origin`` (not browsers) are not concerned.
     :param max_sessions: when given, at most this many live sessions (connected or
         parked). A ``hello`` for a new one beyond it first evicts the session parked the
         longest (its resume then fails with RESUME_FAILED, §5.4); with none parked it gets
@@ -73,6 +79,8 @@ class VrtServer:
         limit allows, with headroom (``listener.default_max_connections``).
     :param edge: the WebSocket layer's bounds (``EdgeLimits``: buffered output, write
         timeout); its ``max_message_bytes`` is ``max_message_bytes``.
+    :param observer: told about connections, sessions and frames (metrics and traces,
+        ``telemetry.Telemetry``); without one, tracing when OpenTelemetry is configured.
     """
 
     def __init__(
@@ -89,6 +97,7 @@ class VrtServer:
         max_parked: int | None = None,
         max_connections: int | None = None,
         edge: EdgeLimits | None = None,
+        observer: ServerObserver | None = None,
     ) -> None:
         if max_sessions is not None and max_sessions < 1:
             raise ValueError("max_sessions must be at least 1")
@@ -101,7 +110,16 @@ class VrtServer:
         self.config = config or ServerConfig()
         self.store: SessionStore = store if store is not None else MemorySessionStore()
         self.ssl_context = ssl_context
-        self.allowed_origins = frozenset(allowed_origins) if allowed_origins else None
+        self.origins = OriginPolicy.build(allowed_origins)
+        self._refused_origin = Throttled(log, logging.WARNING)
+        self._credential_in_url = Throttled(log, logging.WARNING)
+        if observer is None:
+            from .telemetry import Telemetry
+            from .tracing import configured_tracer
+
+            tracer = configured_tracer()
+            observer = Telemetry(tracer=tracer) if tracer is not None else None
+        self.observer = observer
         # The WebSocket layer takes more than the decoder's limit, so that a message a
         # little too big gets a recoverable LIMIT_EXCEEDED; far beyond it, close 1009
         # (messages.md).
@@ -149,6 +167,9 @@ class VrtServer:
             read_buffer_size=2048,
         )
         bound_port = self._server.sockets[0].getsockname()[1]
+        self.origins = self.origins.listening_on(host)
+        for warning in self.origins.warnings():
+            log.warning("%s", warning)
         scheme = "wss" if self.ssl_context is not None else "ws"
         shown = f"[{host}]" if ":" in host else host
         self.url = f"{scheme}://{shown}:{bound_port}"
@@ -203,6 +224,15 @@ class VrtServer:
     def session_count(self) -> int:
         return len(self._sessions)
 
+    @property
+    def parked_count(self) -> int:
+        """Sessions of this process waiting for a resume."""
+        return len(self._parked)
+
+    def agents(self) -> list[tuple[Agent, AgentSession]]:
+        """The agents of the live sessions (for metrics: their counters)."""
+        return [(host.agent, host.agent_session) for host in self._agents.values()]
+
     def session(self, session_id: str) -> ServerSession | None:
         """A live session of this process (for tests and operators)."""
         return self._sessions.get(session_id)
@@ -214,6 +244,8 @@ class VrtServer:
         if version != "13":
             # RFC 6455 §4.4: a version the server does not speak gets 426 and the ones
             # it does.
+            if self.observer is not None:
+                self.observer.upgrade_refused("version")
             return WSUpgradeResponseWithListener(
                 WSUpgradeResponse.create_error_response(
                     426,
@@ -223,21 +255,23 @@ class VrtServer:
                 None,
             )
         origin = request.headers.get("Origin")
-        if (
-            self.allowed_origins is not None
-            and origin is not None
-            and origin not in self.allowed_origins
-        ):
-            log.warning("refused a WebSocket from origin %r", origin)
+        if not self.origins.allows(origin):
+            self._refused_origin("refused a WebSocket from a page of origin %r", origin)
+            if self.observer is not None:
+                self.observer.upgrade_refused("origin")
             return WSUpgradeResponseWithListener(
                 WSUpgradeResponse.create_error_response(403, b"origin not allowed"), None
             )
         query = urlsplit(request.path.decode("latin-1", "replace")).query
         if any(name.lower() in _CREDENTIAL_PARAMS for name, _ in parse_qsl(query)):
-            log.warning(
+            self._credential_in_url(
                 "a client put a credential in the URL; it is ignored: send it in hello.auth (§5.3)"
             )
-        return ClientConnection(self.config, self.edge, self._hooks)
+        if self.observer is None:
+            return ClientConnection(self.config, self.edge, self._hooks)
+        connection = ClientConnection(self.config, self.edge, self._hooks)
+        connection.meter = self.observer.connection(connection)
+        return connection
 
     def _connections_add(self, connection: ClientConnection) -> None:
         self._connections.add(connection)
@@ -270,7 +304,11 @@ class VrtServer:
         for session_id in self._parked:
             session = self._sessions.get(session_id)
             if session is not None:
-                log.info("session %s evicted: parked the longest", session_id)
+                log.info(
+                    "session %s evicted: parked the longest",
+                    session_id,
+                    extra=session_fields(session),
+                )
                 self._end_session(session, "evicted while parked")
                 return True
         return False
@@ -287,7 +325,7 @@ class VrtServer:
         session.on_timer(asyncio.get_running_loop().time())
         self._deliver(session)
         if session.status == "closed":
-            log.info("session %s expired", session.session_id)
+            log.info("session %s expired", session.session_id, extra=session_fields(session))
             self._end_session(session, "resume window expired")
         else:
             self._rearm_parked(session)
@@ -323,6 +361,8 @@ class VrtServer:
         (AgentSession.listen) leaves in that same write."""
         events = session.take_events()
         if events:
+            if self.observer is not None:
+                self.observer.delivered(session, events)
             host = self._agents.get(session.session_id)
             if host is not None:
                 outer, self._delivering = self._delivering, session
@@ -369,6 +409,8 @@ class VrtServer:
         try:
             principal = await self._authenticate(hello)
         except _Refused:
+            if self.observer is not None:
+                self.observer.session_refused("unauthorized")
             connection.protocol.refuse_unauthorized()
             self._pump(connection)
             return
@@ -401,11 +443,15 @@ class VrtServer:
         if connection.closed:
             return
         if session is None or session.principal != principal or session.status == "closed":
+            if self.observer is not None:
+                self.observer.resumed(session_id, "refused")
             protocol.refuse_resume()  # §5.3: a foreign session looks exactly like an unknown one
             self._pump(connection)
             return
         previous = self._bound.get(session_id)
         replaced = protocol.open(session, connection.loop.time())
+        if self.observer is not None:
+            self.observer.resumed(session_id, "failed" if session.status == "closed" else "resumed")
         if session.status == "closed":  # the resume could not resend what the client missed
             self._end_session(session, "resume failed")
             self._pump(connection)
@@ -420,11 +466,15 @@ class VrtServer:
         self, connection: ClientConnection, hello: Hello, principal: str | None
     ) -> None:
         if self._draining:
+            if self.observer is not None:
+                self.observer.session_refused("draining")
             connection.protocol.refuse_start("the server is shutting down; try another")
             self._pump(connection)
             return
         size, most = ServerSession.state_size(hello), self.config.max_state_bytes
         if size > most:
+            if self.observer is not None:
+                self.observer.session_refused("too_large")
             connection.protocol.refuse_start(
                 f"hello.tools and hello.context take {size} bytes; this server keeps at most "
                 f"{most} per session (§11)"
@@ -446,6 +496,8 @@ class VrtServer:
             self._starting -= 1
 
     def _refuse_full(self, connection: ClientConnection, limit: int) -> None:
+        if self.observer is not None:
+            self.observer.session_refused("limit")
         connection.protocol.refuse_start(
             f"the server is at its limit of {limit} sessions; try again later"
         )
@@ -475,6 +527,8 @@ class VrtServer:
             agent: Agent = await made if inspect.isawaitable(made) else made
         except Exception as exc:
             log.exception("the agent could not start")
+            if self.observer is not None:
+                self.observer.session_refused("agent_failed")
             protocol.refuse_start(f"the session could not start: {type(exc).__name__}")
             self._pump(connection)
             return
@@ -497,10 +551,17 @@ class VrtServer:
             loop.time,
             lambda exc: self._agent_failed(session, exc),
         )
-        task = loop.create_task(self._run_agent(agent, agent_session, session))
-        self._agents[session.session_id] = _AgentHost(agent_session, task)
+        # What the agent logs from its task carries the session's ids (logs.py).
+        token = CURRENT_SESSION.set(session)
+        try:
+            task = loop.create_task(self._run_agent(agent, agent_session, session))
+        finally:
+            CURRENT_SESSION.reset(token)
+        self._agents[session.session_id] = _AgentHost(agent, agent_session, task)
         protocol.open(session, loop.time())
-        log.info("session %s opened", session.session_id)
+        log.info("session %s opened", session.session_id, extra=session_fields(session))
+        if self.observer is not None:
+            self.observer.session_opened(session)
         self._pump(connection)
 
     async def _run_agent(
@@ -517,9 +578,19 @@ class VrtServer:
         """The agent raised (from ``run`` or a listener): AGENT_ERROR, not recoverable,
         and the session closes (§9.2)."""
         if session.status == "closed":  # the agent closed its session, then stopped
-            log.info("the agent of session %s stopped: %s", session.session_id, exc)
+            log.info(
+                "the agent of session %s stopped: %s",
+                session.session_id,
+                exc,
+                extra=session_fields(session),
+            )
             return
-        log.error("the agent of session %s failed", session.session_id, exc_info=exc)
+        log.error(
+            "the agent of session %s failed",
+            session.session_id,
+            exc_info=exc,
+            extra=session_fields(session),
+        )
         session.agent_error(f"the agent failed: {type(exc).__name__}", recoverable=False)
         session.close("agent failed")
         self._write_session(session)
@@ -536,6 +607,9 @@ class VrtServer:
         host = self._agents.pop(session_id, None)
         if host is not None and host.task is not asyncio.current_task():
             host.task.cancel()
+        if self.observer is not None:
+            agent, agent_session = (host.agent, host.agent_session) if host else (None, None)
+            self.observer.session_ended(session, reason, agent, agent_session)
         asyncio.get_running_loop().create_task(self.store.remove(session_id))
 
 

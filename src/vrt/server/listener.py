@@ -22,7 +22,7 @@ from typing import Any, Final
 from picows import WSAutoPingStrategy
 from picows.picows import WSProtocol  # type: ignore[attr-defined]  # not in its stubs
 
-__all__ = ["ConnectionCap", "default_max_connections", "listen"]
+__all__ = ["ConnectionCap", "PicowsLog", "default_max_connections", "listen"]
 
 log = logging.getLogger("vrt.server")
 
@@ -36,6 +36,34 @@ _REFUSAL: Final = (
     b"Content-Type: text/plain\r\nContent-Length: 35\r\n\r\n"
     b"the server is at its connection cap"
 )
+
+
+#: picows's lines about what a client did wrong, and the level they deserve: an
+#: invalid frame is the client's fault, not the server's (it logs them at ERROR); a
+#: connection crossing the write high-water mark is counted in the metrics.
+_CLIENT_FAULTS: Final = (
+    ("WS parser error", logging.INFO),
+    ("on_ws_frame raised WSProtocolError", logging.INFO),
+    ("Protocol writing pause requested", logging.DEBUG),
+    ("Protocol writing resume requested", logging.DEBUG),
+)
+
+
+class PicowsLog(logging.LoggerAdapter[logging.Logger]):
+    """picows's logger, with what a client does wrong at INFO or DEBUG, never ERROR.
+
+    Being an adapter rather than a ``Logger``, it also keeps picows from making a
+    logger per connection (named after its file handle)."""
+
+    def log(self, level: int, msg: object, *args: object, **kwargs: Any) -> None:
+        if level >= logging.WARNING and isinstance(msg, str):
+            for start, demoted in _CLIENT_FAULTS:
+                if msg.startswith(start):
+                    level = demoted
+                    kwargs.pop("exc_info", None)
+                    break
+        if self.logger.isEnabledFor(level):
+            self.logger.log(level, msg, *args, **kwargs)
 
 
 def default_max_connections() -> int:
@@ -116,7 +144,7 @@ async def listen(
 ) -> asyncio.Server:
     """Listen on ``host``:``port``; every accepted connection speaks WebSocket through
     picows with ``listener_factory`` choosing its listener (as ``ws_create_server``)."""
-    logger = logging.getLogger("picows.server")
+    logger = PicowsLog(logging.getLogger("picows.server"))
 
     def protocol() -> asyncio.BaseProtocol:
         if cap.full:

@@ -28,14 +28,15 @@ import logging
 import struct
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Final, cast
+from time import perf_counter
+from typing import Final, Protocol, cast
 
 from picows import WSCloseCode, WSFrame, WSListener, WSMsgType, WSTransport
 
-from ..protocol.outputs import Close, SendBinary, SendText
+from ..protocol.outputs import Close, Output, SendBinary, SendText
 from ..protocol.server import ServerConfig, ServerConnection
 
-__all__ = ["ClientConnection", "ConnectionHooks", "EdgeLimits"]
+__all__ = ["ClientConnection", "ConnectionHooks", "ConnectionMeter", "EdgeLimits"]
 
 log = logging.getLogger("vrt.server")
 
@@ -97,12 +98,43 @@ class ConnectionHooks:
     closed: Callable[[ClientConnection], None]
 
 
+class ConnectionMeter(Protocol):
+    """What a connection tells the server's telemetry, when it has any (metrics.py,
+    telemetry.py): without, a connection pays one ``None`` test per message."""
+
+    def connected(self) -> None:
+        """The WebSocket is open (the upgrade succeeded)."""
+
+    def received(self, text: bool, payload: bytes, seconds: float, now: float) -> None:
+        """A message read: text or binary, and the core's time to act on it."""
+
+    def sent(self, outbox: list[Output], paused: bool) -> None:
+        """What :meth:`ClientConnection.write_outbox` wrote (audio dropped while
+        ``paused``; nothing after a close)."""
+
+    def write_paused(self) -> None:
+        """The buffered output crossed the high-water mark."""
+
+    def aborted(self, reason: str) -> None:
+        """Aborted as a slow reader: ``buffer`` or ``timeout``."""
+
+    def disconnected(self) -> None:
+        """The WebSocket is gone."""
+
+
 class ClientConnection(WSListener):
     """One client WebSocket."""
 
-    def __init__(self, config: ServerConfig, limits: EdgeLimits, hooks: ConnectionHooks) -> None:
+    def __init__(
+        self,
+        config: ServerConfig,
+        limits: EdgeLimits,
+        hooks: ConnectionHooks,
+        meter: ConnectionMeter | None = None,
+    ) -> None:
         super().__init__()
         self.hooks = hooks
+        self.meter = meter
         self.limits = limits
         self.loop = asyncio.get_running_loop()
         self.protocol = ServerConnection(config, self.loop.time())
@@ -127,6 +159,8 @@ class ClientConnection(WSListener):
             high=limits.high_water, low=limits.high_water // 4
         )
         self.hooks.opened(self)
+        if self.meter is not None:
+            self.meter.connected()
         self.arm_timer()
 
     def on_ws_frame(self, transport: WSTransport, frame: WSFrame) -> None:
@@ -203,11 +237,15 @@ class ClientConnection(WSListener):
                 handle.cancel()
         self._timer = self._stalled = self._throttled = None
         self.hooks.closed(self)
+        if self.meter is not None:
+            self.meter.disconnected()
 
     def pause_writing(self) -> None:
         """Above the high-water mark: audio is dropped, and the peer has ``write_timeout``
         to read before the connection is aborted."""
         self._paused = True
+        if self.meter is not None:
+            self.meter.write_paused()
         if self._stalled is None:
             self._stalled = self.loop.call_later(self.limits.write_timeout, self._not_reading)
 
@@ -224,6 +262,8 @@ class ClientConnection(WSListener):
                 "aborted a connection that read nothing for %g s; its session can resume",
                 self.limits.write_timeout,
             )
+            if self.meter is not None:
+                self.meter.aborted("timeout")
             self._abort()
 
     # -- reading: the budget --
@@ -248,16 +288,26 @@ class ClientConnection(WSListener):
     # -- frames --
 
     def _message(self, kind: WSMsgType, payload: bytes, now: float) -> None:
-        if kind == _TEXT:
-            if not payload.isascii():
-                try:
-                    payload.decode("utf-8")
-                except UnicodeDecodeError:
-                    self._fail(WSCloseCode.INVALID_TEXT, "text frame is not UTF-8")
-                    return
+        text = kind == _TEXT
+        if text and not payload.isascii():
+            try:
+                payload.decode("utf-8")
+            except UnicodeDecodeError:
+                self._fail(WSCloseCode.INVALID_TEXT, "text frame is not UTF-8")
+                return
+        meter = self.meter
+        if meter is None:
+            if text:
+                self.protocol.receive_text(payload, now)
+            else:
+                self.protocol.receive_binary(payload, now)
+            return
+        started = perf_counter()
+        if text:
             self.protocol.receive_text(payload, now)
         else:
             self.protocol.receive_binary(payload, now)
+        meter.received(text, payload, perf_counter() - started, now)
 
     def _check_fragment_size(self) -> bool:
         assert self._fragments is not None
@@ -314,9 +364,13 @@ class ClientConnection(WSListener):
                     "aborted a connection with %d bytes it has not read; its session can resume",
                     buffered,
                 )
+                if self.meter is not None:
+                    self.meter.aborted("buffer")
                 self._abort()
                 return
             writer.write(b"".join(parts) if len(parts) > 2 else parts[0] + parts[1])
+        if self.meter is not None:
+            self.meter.sent(outbox, self._paused)
         if close is not None:
             self._closing = True
             transport.send_close(cast(WSCloseCode, close.code), close.reason.encode())

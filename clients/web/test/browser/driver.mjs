@@ -5,7 +5,7 @@
 //
 //   node driver.mjs SCENARIO '{"page": "http://127.0.0.1:PORT/", ...}'
 //
-// Scenarios: demo, microphone, push-to-talk, playback, chaos, latency.
+// Scenarios: demo, microphone, push-to-talk, playback, chaos, latency, origin.
 import { chromium } from "playwright-core";
 import { CHROMIUM_FLAGS } from "../../conformance/chromium.mjs";
 
@@ -14,6 +14,8 @@ const options = JSON.parse(raw ?? "{}");
 const log = (...args) => console.error(`[${scenario}]`, ...args);
 
 const flags = [...CHROMIUM_FLAGS];
+// e.g. "MAP other.example 127.0.0.1": a page of another site, served from this machine.
+if (options.hostRules) flags.push(`--host-resolver-rules=${options.hostRules}`);
 if (options.wav) {
   flags.push("--use-fake-ui-for-media-stream", "--use-fake-device-for-media-stream", `--use-file-for-fake-audio-capture=${options.wav}`);
 }
@@ -55,6 +57,20 @@ async function tapSpeaker(page) {
 }
 
 const scenarios = {
+  /** Whether a page of options.page's origin may open a WebSocket to options.url. */
+  async origin() {
+    const page = await browser.newPage();
+    page.setDefaultTimeout(timeout);
+    await page.goto(options.page);
+    const origin = await page.evaluate(() => location.origin);
+    const opened = await page.evaluate((url) => new Promise((resolve) => {
+      const ws = new WebSocket(url);
+      ws.onopen = () => { ws.close(); resolve(true); };
+      ws.onerror = () => resolve(false);
+    }), options.url);
+    return { origin, opened };
+  },
+
   /** The demo page end to end: text, tools, an interrupt while it speaks, the panel. */
   async demo() {
     const page = await open("connect=1");
