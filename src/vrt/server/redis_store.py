@@ -33,7 +33,7 @@ import secrets
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Final
+from typing import Any, Final, Literal
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
 from ..agents.history import HistoryEntry, decode_entry
@@ -42,7 +42,7 @@ from .journal import Batch, SessionJournal, StoreUnavailable, WriteOutcome
 from .snapshot import client_data, restore_session, session_state
 from .store import Claim
 
-__all__ = ["DEFAULT_MAX_LOG_BYTES", "RedisSessionStore"]
+__all__ = ["DEFAULT_MAX_LOG_BYTES", "RedisSessionStore", "check_url"]
 
 log = logging.getLogger("vrt.server")
 
@@ -167,6 +167,17 @@ _SCRIPTS: Final = {
 }
 
 
+def check_url(url: str) -> None:
+    """Raise ValueError for a URL this store cannot use, ImportError without the
+    ``redis`` package (``pip install 'vrealtime[redis]'``)."""
+    import redis  # noqa: F401
+
+    if urlsplit(url).scheme not in ("redis", "rediss", "unix"):
+        raise ValueError(
+            f"expected memory, redis://HOST:PORT/DB, rediss://... or unix://PATH, got {url!r}"
+        )
+
+
 def _principal(principal: str | None) -> str:
     return "" if principal is None else "=" + principal
 
@@ -192,7 +203,7 @@ class RedisSessionStore:
         unreachable (seconds), unless the URL sets ``socket_timeout``.
     """
 
-    shared = True
+    shared: Literal[True] = True
 
     def __init__(
         self,
@@ -201,11 +212,8 @@ class RedisSessionStore:
         max_log_bytes: int = DEFAULT_MAX_LOG_BYTES,
         timeout: float = 1.0,
     ) -> None:
+        check_url(url)
         parts = urlsplit(url)
-        if parts.scheme not in ("redis", "rediss", "unix"):
-            raise ValueError(
-                f"a Redis URL starts with redis://, rediss:// or unix:// (got {url!r})"
-            )
         query = dict(parse_qsl(parts.query))
         self.prefix = query.pop("prefix", "vrt")
         query.setdefault("socket_timeout", str(timeout))
@@ -263,6 +271,12 @@ class RedisSessionStore:
             self.cluster = bool(info.get("cluster_enabled"))
         except Exception as exc:
             log.warning("the session store %s does not answer yet: %s", self.safe_url, exc)
+        log.info(
+            "sessions in %s%s; this process is worker %s",
+            self.safe_url,
+            " (a Redis Cluster)" if self.cluster else "",
+            self.worker,
+        )
         if self.cluster:
             from redis.asyncio.cluster import RedisCluster
 
