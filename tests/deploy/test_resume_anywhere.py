@@ -106,7 +106,8 @@ async def test_a_turn_in_flight_is_cut_short_on_the_new_owner(
         assert isinstance(error, Error)
         assert [i.epoch for i in interrupted] == [call.epoch]
         assert [(t.turn_id, t.epoch) for t in idle] == [(call.turn_id, call.epoch)]
-        assert error.code == "TURN_CUT_SHORT" and error.recoverable
+        assert error.code == "TURN_CUT_SHORT"
+        assert error.recoverable
         # A late result of the cut call is ignored (§7.2); the session goes on.
         await resumed.send_sequenced(
             "tool.result", callId=call.call_id, epoch=call.epoch, ok=True, output=3
