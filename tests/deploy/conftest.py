@@ -4,13 +4,18 @@ read what the store holds of a session (:class:`StoreView`)."""
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Iterator
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import msgspec
 import pytest
 from fleet import Fleet, start_fleet
+
+# The reliability tests' client recording and tool kit (reliability_harness.py).
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "reliability"))
 
 from support.redis_servers import RedisServer
 from vrt.agents.history import HistoryEntry, decode_entry
