@@ -269,7 +269,7 @@ class ScriptedAgent:
         #: Every context the client sent, in order (§5.5).
         self.contexts: list[Any] = []
         #: The user's last texts, for ``history?`` (restored ones included).
-        self.texts: deque[str] = deque(maxlen=HISTORY_TEXTS)
+        self.recent_texts: deque[str] = deque(maxlen=HISTORY_TEXTS)
         self._vad = EnergyVad(threshold=vad_threshold, hangover_ms=hangover_ms)
         self._reply: asyncio.Task[None] | None = None
         self._reply_turn: Turn | None = None
@@ -278,7 +278,7 @@ class ScriptedAgent:
         """The conversation so far, when the session was rebuilt on this process."""
         for entry in history:
             if isinstance(entry, UserSaid) and not entry.spoken:
-                self.texts.append(entry.text)
+                self.recent_texts.append(entry.text)
             elif isinstance(entry, PlaybackStopped):
                 self.playback[entry.item_id] = PlaybackReported(
                     item_id=entry.item_id, played_ms=entry.played_ms, turn_id=entry.turn_id
@@ -327,8 +327,8 @@ class ScriptedAgent:
         self._cancel_reply()
         words = text.split()
         command = words[0] if words else ""
-        earlier = list(self.texts)
-        self.texts.append(text)
+        earlier = list(self.recent_texts)
+        self.recent_texts.append(text)
         if command == "error":
             session.error("scripted error", recoverable=True)
             return
