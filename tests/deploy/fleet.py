@@ -66,7 +66,7 @@ class Server:
     def worker(self) -> str:
         """The worker id this process's leases carry (from its log)."""
         for line in self.log().splitlines():
-            if "this process is worker " in line:
+            if ") is worker " in line:
                 return line.rsplit(" ", 1)[1]
         raise LookupError(f"{self.name} has not logged its worker id")
 

@@ -29,6 +29,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import os
 import secrets
 import time
 from collections.abc import Callable
@@ -272,9 +273,10 @@ class RedisSessionStore:
         except Exception as exc:
             log.warning("the session store %s does not answer yet: %s", self.safe_url, exc)
         log.info(
-            "sessions in %s%s; this process is worker %s",
+            "sessions in %s%s; this process (pid %d) is worker %s",
             self.safe_url,
             " (a Redis Cluster)" if self.cluster else "",
+            os.getpid(),
             self.worker,
         )
         if self.cluster:
