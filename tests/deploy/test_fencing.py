@@ -10,7 +10,7 @@ import signal
 from fleet import Fleet
 
 from conftest import StoreView
-from support import RawClient, chunks, eventually, is_idle, messages
+from support import Item, RawClient, chunks, eventually, is_idle, messages
 from vrt.protocol.messages import Error, ToolStream
 
 
@@ -23,13 +23,7 @@ async def test_a_stalled_owner_cannot_write_after_losing_its_lease(
     session_id = ready.session_id
     # A server tool that reports progress every 100 ms for 2 s: the owner keeps writing.
     await old.text("server-tool 2000")
-    await old.until(
-        lambda item: (
-            isinstance(getattr(item, "message", None), ToolStream)
-            and item.message.phase == "progress"
-        ),  # type: ignore[union-attr]
-        3.0,
-    )
+    await old.until(_progress, 3.0)
     stalled.signal(signal.SIGSTOP)
     try:
         await asyncio.sleep(0.3)  # what it wrote before the stop has arrived
@@ -60,6 +54,11 @@ async def test_a_stalled_owner_cannot_write_after_losing_its_lease(
     await old.close()
     await new.close()
     assert stalled.alive()
+
+
+def _progress(item: Item) -> bool:
+    message = getattr(item, "message", None)
+    return isinstance(message, ToolStream) and message.phase == "progress"
 
 
 async def _reply(client: RawClient, text: str) -> list[object]:
