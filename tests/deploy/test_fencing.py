@@ -61,7 +61,7 @@ def _progress(item: Item) -> bool:
     return isinstance(message, ToolStream) and message.phase == "progress"
 
 
-async def _reply(client: RawClient, text: str) -> list[object]:
+async def _reply(client: RawClient, text: str) -> list[Item]:
     await client.text(text)
     return list(await client.until(is_idle, 3.0))
 
