@@ -17,7 +17,7 @@ from fleet import Fleet, start_fleet
 # The reliability tests' client recording and tool kit (reliability_harness.py).
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "reliability"))
 
-from support.redis_servers import RedisServer
+from support.redis_servers import RedisServer, start_cluster
 from vrt.agents.history import HistoryEntry, decode_entry
 from vrt.server.snapshot import SessionState
 
@@ -31,10 +31,13 @@ class StoreView:
 
     url: str
     prefix: str
+    cluster: bool = False
 
     def _client(self) -> Any:
         import redis
 
+        if self.cluster:
+            return redis.RedisCluster.from_url(self.url)
         return redis.Redis.from_url(self.url)
 
     def meta(self, session_id: str) -> dict[str, bytes]:
@@ -59,13 +62,25 @@ class StoreView:
         return [int(entry_id.decode().split("-")[0]) for entry_id, _ in entries]
 
 
+@pytest.fixture(scope="module", params=["redis", "cluster"])
+def fleet_store(request: pytest.FixtureRequest) -> Iterator[StoreView]:
+    """The store of the fleet: the run's Redis, or a 3-master Redis Cluster."""
+    if request.param == "redis":
+        redis: RedisServer = request.getfixturevalue("redis_server")
+        yield StoreView(redis.url, "fleet")
+        return
+    with start_cluster() as cluster:
+        yield StoreView(cluster.url, "fleet", cluster=True)
+
+
 @pytest.fixture(scope="module")
-def fleet(redis_server: RedisServer) -> Iterator[Fleet]:
-    """Three ``vrt serve`` processes sharing the run's Redis, behind HAProxy."""
-    with start_fleet(redis_server.store_url("fleet"), 3, args=SERVE_ARGS) as running:
+def fleet(fleet_store: StoreView) -> Iterator[Fleet]:
+    """Three ``vrt serve`` processes sharing the store, behind HAProxy."""
+    url = f"{fleet_store.url}?prefix={fleet_store.prefix}"
+    with start_fleet(url, 3, args=SERVE_ARGS) as running:
         yield running
 
 
 @pytest.fixture
-def store_view(redis_server: RedisServer) -> StoreView:
-    return StoreView(redis_server.url, "fleet")
+def store_view(fleet_store: StoreView) -> StoreView:
+    return fleet_store

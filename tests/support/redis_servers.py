@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import random
 import secrets
 import shutil
 import socket
@@ -54,6 +55,20 @@ def _free_port() -> int:
         sock.bind(("127.0.0.1", 0))
         port: int = sock.getsockname()[1]
         return port
+
+
+def _cluster_port() -> int:
+    """A free port whose cluster bus port (port + 10000) is free too."""
+    for _ in range(200):
+        port = random.randint(20000, 45000)
+        try:
+            for candidate in (port, port + 10000):
+                with socket.socket() as sock:
+                    sock.bind(("127.0.0.1", candidate))
+        except OSError:
+            continue
+        return port
+    raise RuntimeError("no free port pair for a cluster node")
 
 
 def _ping(port: int) -> bool:
@@ -176,7 +191,7 @@ def start_cluster() -> Iterator[RedisCluster]:
                 node_dir = Path(directory) / str(n)
                 node_dir.mkdir()
                 node = RedisServer(
-                    _free_port(),
+                    _cluster_port(),
                     node_dir,
                     ("--cluster-enabled", "yes", "--cluster-config-file", "nodes.conf"),
                 )

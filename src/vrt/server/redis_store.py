@@ -548,10 +548,21 @@ class RedisSessionStore:
         try:
             if not self._shas:
                 await self._load_scripts()
-            pipe = client.pipeline(transaction=False)
-            for item in items:
-                pipe.evalsha(self._shas[item.script], 3, *item.keys, *item.args)
-            results = await pipe.execute(raise_on_error=False)
+            if self.cluster:
+                # A Cluster client pipelines no scripts: each goes to its slot's node at
+                # once, all of them concurrently.
+                results = await asyncio.gather(
+                    *(
+                        client.evalsha(self._shas[item.script], 3, *item.keys, *item.args)
+                        for item in items
+                    ),
+                    return_exceptions=True,
+                )
+            else:
+                pipe = client.pipeline(transaction=False)
+                for item in items:
+                    pipe.evalsha(self._shas[item.script], 3, *item.keys, *item.args)
+                results = await pipe.execute(raise_on_error=False)
         except asyncio.CancelledError:
             for item in items:
                 item.future.cancel()
@@ -586,11 +597,9 @@ class RedisSessionStore:
         client = self._client
         shas = {}
         for name, source in _SCRIPTS.items():
-            if self.cluster:
-                sha = await client.script_load(source, target_nodes=client.ALL_NODES)
-                sha = next(iter(sha.values())) if isinstance(sha, dict) else sha
-            else:
-                sha = await client.script_load(source)
+            # A Cluster client loads it on every primary (and may answer per node).
+            sha = await client.script_load(source)
+            sha = next(iter(sha.values())) if isinstance(sha, dict) else sha
             shas[name] = _text(sha)
         self._shas = shas
 
