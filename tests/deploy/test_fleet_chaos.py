@@ -17,6 +17,7 @@ docs/deploy.md). Each client connection's serving process is read from the proxy
 from __future__ import annotations
 
 import asyncio
+import itertools
 import json
 import os
 import random
@@ -28,7 +29,6 @@ from typing import Any, Final
 import msgspec
 import pytest
 from checks import check_conversation, store_settled
-from conftest import StoreView
 from faultproxy import FaultProxy
 from fleet import Fleet
 from reliability_harness import (
@@ -40,6 +40,7 @@ from reliability_harness import (
 )
 from test_chaos_proxy import PCMU, Step, plan_for
 
+from conftest import StoreView
 from vrt.audio import frame_bytes, silence, tone
 from vrt.client import AudioStarted, Connected, VrtClient
 from vrt.protocol.messages import PCM16_24K
@@ -131,12 +132,14 @@ class FleetRun:
         last = self.contexts[-1] if self.contexts else None
         assert json.loads(client.context_json) == last, "the store lost the last context"
         served = [link.served_by for link in self.proxy.links if link.served_by is not None]
-        for before, after in zip(served, served[1:], strict=False):
+        for before, after in itertools.pairwise(served):
             assert before != after, f"a connection landed on the same process: {served}"
         return codes
 
 
-async def fleet_run(seed: int, fleet: Fleet, view: StoreView, call_ids: Counter[str]) -> Counter[str]:
+async def fleet_run(
+    seed: int, fleet: Fleet, view: StoreView, call_ids: Counter[str]
+) -> Counter[str]:
     script, plan, rng = plan_for(seed)
     random.seed(seed)
     proxy = FaultProxy(("127.0.0.1", fleet.proxy_port or 0), plan, seed)
