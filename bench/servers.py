@@ -239,7 +239,7 @@ async def serve_websockets(stop: asyncio.Event) -> None:
 # --------------------------------------------------------------------------- vrt
 
 
-async def serve_vrt(stop: asyncio.Event, experiments: list[str]) -> None:
+async def serve_vrt(stop: asyncio.Event, experiments: list[str], store: str = "") -> None:
     from vrt.server import VrtServer, app
     from vrt.server.websocket import ClientConnection
 
@@ -273,7 +273,12 @@ async def serve_vrt(stop: asyncio.Event, experiments: list[str]) -> None:
             connection.resumed = connection.loop.create_future()
         return connection.resumed
 
-    server = VrtServer(bench_agent_factory(wait_writable))
+    session_store = None
+    if store:  # sessions in Redis (bench/store_bench.py)
+        from vrt.server.redis_store import RedisSessionStore
+
+        session_store = RedisSessionStore(store)
+    server = VrtServer(bench_agent_factory(wait_writable), store=session_store)
     url = await server.start(HOST, 0)
     print(f"READY {url.rsplit(':', 1)[1]}", flush=True)
     try:
@@ -292,7 +297,7 @@ async def _main(args: argparse.Namespace) -> None:
         loop.add_signal_handler(sig, stop.set)
     loop.call_later(args.max_life, stop.set)
     if args.kind == "vrt":
-        await serve_vrt(stop, [e for e in args.experiment.split(",") if e])
+        await serve_vrt(stop, [e for e in args.experiment.split(",") if e], args.store)
     elif args.kind == "picows":
         await serve_picows(stop)
     else:
@@ -305,6 +310,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--max-life", type=float, default=600.0)
     ap.add_argument("--cpu", type=int, default=-1)
     ap.add_argument("--experiment", default="", help="comma-separated, see bench.experiments")
+    ap.add_argument("--store", default="", help="vrt only: a redis:// session store URL")
     args = ap.parse_args(argv)
     die_with_parent()
     if args.cpu >= 0:

@@ -20,8 +20,6 @@ from vrt.agents.history import (
     TurnInterrupted,
     UserSaid,
     coalesce,
-    decode_entry,
-    encode_entry,
 )
 from vrt.agents.replay import INTERRUPTED_RESULT, chat_messages, gemini_turns, realtime_items
 from vrt.protocol.codec import Decoded, decode_server
@@ -37,6 +35,7 @@ from vrt.protocol.messages import (
 )
 from vrt.protocol.server import AgentInput, ServerConfig, ServerSession
 from vrt.protocol.streams import OutgoingStream
+from vrt.server.redis_store import decode_log
 from vrt.server.snapshot import client_data, restore_session, session_state
 
 CONFIG = ServerConfig()
@@ -183,10 +182,10 @@ HISTORY: list[HistoryEntry] = [
 ]
 
 
-def test_entries_round_trip_as_json() -> None:
+def test_entries_round_trip_as_the_store_keeps_them() -> None:
     for entry in HISTORY:
-        assert decode_entry(encode_entry(entry)) == entry
-    assert msgspec.json.decode(encode_entry(HISTORY[0]))["type"] == "user"
+        assert decode_log(msgspec.msgpack.encode([entry])) == [entry]
+    assert msgspec.msgpack.decode(msgspec.msgpack.encode(HISTORY[0]))["type"] == "user"
 
 
 def test_coalesce_joins_an_agents_chunks_per_turn_and_kind() -> None:

@@ -18,7 +18,8 @@ from fleet import Fleet, start_fleet
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "reliability"))
 
 from support.redis_servers import RedisServer, start_cluster
-from vrt.agents.history import HistoryEntry, decode_entry
+from vrt.agents.history import HistoryEntry
+from vrt.server.redis_store import decode_kept, decode_log
 from vrt.server.snapshot import SessionState
 
 #: Fast heartbeats, so that a dead process is noticed in well under a second (§4.4).
@@ -53,13 +54,16 @@ class StoreView:
 
     def history(self, session_id: str) -> list[HistoryEntry]:
         with self._client() as client:
-            entries = client.lrange(f"{self.prefix}:{{{session_id}}}:log", 0, -1)
-        return [decode_entry(entry) for entry in entries]
+            blobs = client.lrange(f"{self.prefix}:{{{session_id}}}:log", 0, -1)
+        return [entry for blob in blobs for entry in decode_log(blob)]
 
     def kept(self, session_id: str) -> list[int]:
+        """The seqs of the kept messages the store holds (acknowledged ones left out)."""
         with self._client() as client:
             entries = client.xrange(f"{self.prefix}:{{{session_id}}}:out")
-        return [int(entry_id.decode().split("-")[0]) for entry_id, _ in entries]
+        first = self.state(session_id).out_first_kept
+        seqs = [seq for _, fields in entries for seq, _ in decode_kept(fields[b"m"])]
+        return [seq for seq in seqs if seq >= first]
 
 
 @pytest.fixture(scope="module", params=["redis", "cluster"])

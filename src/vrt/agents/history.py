@@ -6,8 +6,8 @@ happened: what the user said (text, or the final transcript of speech), what the
 said (its text chunks of one turn joined, or the final transcript of its speech), each
 client tool call the agent issued and each call's one result (the client's, TIMEOUT or
 INTERRUPTED), how much of an audio item the user heard when playback stopped (§8.4),
-and each interruption. Entries are keyword-only frozen structs; the store keeps them as
-JSON, the newest within ``max_log_bytes`` (docs/limits.md).
+and each interruption. Entries are keyword-only frozen structs, tagged by ``type``; the
+store keeps them as msgpack, the newest within ``max_log_bytes`` (docs/limits.md).
 
 Audio is never kept (§8.1), and neither are server tools' arguments and outputs (they
 stay with the agent that ran them, §7.5). The application context is not an entry: a
@@ -17,7 +17,7 @@ restored agent reads the current one from ``AgentSession.context`` (§5.5).
 from __future__ import annotations
 
 from collections.abc import Iterable
-from typing import Any, Final, TypeAlias
+from typing import Any, TypeAlias
 
 import msgspec
 
@@ -30,8 +30,6 @@ __all__ = [
     "TurnInterrupted",
     "UserSaid",
     "coalesce",
-    "decode_entry",
-    "encode_entry",
 ]
 
 
@@ -92,17 +90,6 @@ class TurnInterrupted(msgspec.Struct, frozen=True, kw_only=True, tag="interrupte
 HistoryEntry: TypeAlias = (
     UserSaid | AgentSaid | ToolCalled | ToolResulted | PlaybackStopped | TurnInterrupted
 )
-
-_ENCODER: Final = msgspec.json.Encoder()
-_DECODER: Final = msgspec.json.Decoder(HistoryEntry)
-
-
-def encode_entry(entry: HistoryEntry) -> bytes:
-    return _ENCODER.encode(entry)
-
-
-def decode_entry(data: bytes) -> HistoryEntry:
-    return _DECODER.decode(data)
 
 
 def coalesce(entries: Iterable[HistoryEntry]) -> list[HistoryEntry]:

@@ -40,8 +40,6 @@ from ..agents.history import (
     ToolResulted,
     TurnInterrupted,
     UserSaid,
-    decode_entry,
-    encode_entry,
 )
 from ..protocol.messages import AgentText, Interrupted, Message, ToolCall, Transcript, TurnState
 from ..protocol.outputs import Output
@@ -83,7 +81,8 @@ class Batch:
     kept: list[tuple[int, bytes]]
     #: The oldest seq still kept: older ones were acknowledged or dropped (§4.2, §11).
     first_kept: int
-    log: list[bytes]
+    #: Conversation log entries since the last write.
+    log: list[HistoryEntry]
     #: How long the store keeps the session if nothing refreshes it (ms).
     ttl_ms: int
     #: Rewrite the whole session, kept messages included (after the store was lost).
@@ -295,7 +294,7 @@ class SessionJournal:
             client=client,
             kept=kept,
             first_kept=session.outgoing.first_kept_seq,
-            log=[encode_entry(entry) for entry in entries],
+            log=entries,
             ttl_ms=self.store.ttl_ms(session, now),
             full=full,
         )
@@ -337,7 +336,7 @@ class SessionJournal:
             )
         self._unsynced = True
         # Log entries that did not reach the store go with the full rewrite.
-        self._log[:0] = [decode_entry(data) for data in batch.log]
+        self._log[:0] = batch.log
         self._client_dirty = self._state_dirty = True
         self._kept = []
         self._resync_soon()
@@ -359,7 +358,7 @@ class SessionJournal:
                     outcome = await self.store.write(batch)
                 except StoreUnavailable:
                     self._retry_delay = min(max(self._retry_delay, RETRY_FIRST) * 2, RETRY_MOST)
-                    self._log[:0] = [decode_entry(data) for data in batch.log]
+                    self._log[:0] = batch.log
                     self._client_dirty = self._state_dirty = True
                     continue
                 if outcome != "ok":  # fenced: even a whole rewrite is refused

@@ -8,10 +8,13 @@ keeps them in one slot and one Lua script can touch all three:
   increased by every process that takes the session), ``fence`` (N), ``principal``,
   ``state`` (``snapshot.SessionState``), ``client`` (the client's tools and context),
   ``outlast`` (the last seq stored), ``logbytes``;
-* ``PREFIX:{id}:out``, a stream of the kept unacknowledged messages, entry id
-  ``SEQ-0`` (§4.1, §5.4), trimmed as acks arrive;
-* ``PREFIX:{id}:log``, a list: the conversation log (``vrt.agents.history``), the
-  newest entries within ``max_log_bytes``.
+* ``PREFIX:{id}:out``, a stream of the kept unacknowledged messages (§4.1, §5.4): one
+  entry per write, holding that write's messages (msgpack ``[[seq, bytes], ...]``),
+  with the entry id ``LASTSEQ-0``; an entry goes once every message in it is
+  acknowledged or dropped (``XTRIM MINID``), so Redis does one small thing per write,
+  however many messages it holds;
+* ``PREFIX:{id}:log``, a list: the conversation log (``vrt.agents.history``), one
+  element per write (msgpack, a list of entries), the newest within ``max_log_bytes``.
 
 Every write is one script that first checks the lease, so a process that lost the
 session (a stalled one, say) cannot change it. Writes of all sessions of the process
@@ -37,7 +40,9 @@ from dataclasses import dataclass, field
 from typing import Any, Final, Literal
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
-from ..agents.history import HistoryEntry, decode_entry
+import msgspec
+
+from ..agents.history import HistoryEntry
 from ..protocol.server import ServerConfig, ServerSession
 from .journal import Batch, SessionJournal, StoreUnavailable, WriteOutcome
 from .snapshot import client_data, restore_session, session_state
@@ -63,8 +68,8 @@ return 1
 """
 
 # KEYS: meta, out, log. ARGV: token, ttl, state, client ('' = unchanged), first kept
-# seq, full ('1' rewrites the session whole), log cap in bytes, principal, number of
-# kept messages N, then N pairs (seq, bytes), then the log entries.
+# seq, full ('1' rewrites the session whole), log cap in bytes, principal, the last seq
+# of the kept messages written (0: none), their blob, the log entries' blob ('' none).
 # Returns 1 written, 0 fenced (another owner, or the session ended), -1 missing.
 _WRITE: Final = """
 local owner = redis.call('HGET', KEYS[1], 'owner')
@@ -86,24 +91,16 @@ if full then
 end
 redis.call('HSET', KEYS[1], 'owner', ARGV[1], 'state', ARGV[3])
 if ARGV[4] ~= '' then redis.call('HSET', KEYS[1], 'client', ARGV[4]) end
-local n = tonumber(ARGV[9])
-local i = 10
-for k = 1, n do
-  local seq = tonumber(ARGV[i])
-  if seq > outlast then
-    redis.call('XADD', KEYS[2], ARGV[i] .. '-0', 'm', ARGV[i + 1])
-    outlast = seq
-  end
-  i = i + 2
+local last = tonumber(ARGV[9])
+if last > outlast then
+  redis.call('XADD', KEYS[2], ARGV[9] .. '-0', 'm', ARGV[10])
+  outlast = last
 end
 redis.call('HSET', KEYS[1], 'outlast', outlast)
 redis.call('XTRIM', KEYS[2], 'MINID', ARGV[5])
-local added = 0
-for j = i, #ARGV do
-  redis.call('RPUSH', KEYS[3], ARGV[j])
-  added = added + #ARGV[j]
-end
+local added = #ARGV[11]
 if added > 0 then
+  redis.call('RPUSH', KEYS[3], ARGV[11])
   local total = redis.call('HINCRBY', KEYS[1], 'logbytes', added)
   local cap = tonumber(ARGV[7])
   while total > cap and redis.call('LLEN', KEYS[3]) > 1 do
@@ -177,6 +174,21 @@ def check_url(url: str) -> None:
         raise ValueError(
             f"expected memory, redis://HOST:PORT/DB, rediss://... or unix://PATH, got {url!r}"
         )
+
+
+_MSGPACK: Final = msgspec.msgpack.Encoder()
+_KEPT: Final = msgspec.msgpack.Decoder(list[tuple[int, bytes]])
+_LOG: Final = msgspec.msgpack.Decoder(list[HistoryEntry])
+
+
+def decode_kept(blob: bytes) -> list[tuple[int, bytes]]:
+    """The messages of one ``out`` stream entry."""
+    return _KEPT.decode(blob)
+
+
+def decode_log(blob: bytes) -> list[HistoryEntry]:
+    """The conversation log entries of one ``log`` list element."""
+    return _LOG.decode(blob)
 
 
 def _principal(principal: str | None) -> str:
@@ -384,12 +396,10 @@ class RedisSessionStore:
             local.token = token
             self._journals[session_id] = local
             return Claim(session=local.session, journal=local, history=(), restored=False)
-        state, client, entries, log_entries = reply[3], reply[4], reply[5], reply[6]
-        kept = [
-            (int(_text(entry_id).partition("-")[0]), _field(fields)) for entry_id, fields in entries
-        ]
+        state, client, entries, log_blobs = reply[3], reply[4], reply[5], reply[6]
+        kept = [pair for _, fields in entries for pair in _KEPT.decode(_field(fields))]
         session = restore_session(self.config, state, client, kept, loop.time(), time.time())
-        history: tuple[HistoryEntry, ...] = tuple(decode_entry(data) for data in log_entries)
+        history = tuple(entry for blob in log_blobs for entry in _LOG.decode(blob))
         journal = self._journal(session, token)
         return Claim(session=session, journal=journal, history=history, restored=True)
 
@@ -503,11 +513,10 @@ class RedisSessionStore:
             "1" if batch.full else "0",
             self.max_log_bytes,
             _principal(batch.principal),
-            len(batch.kept),
+            batch.kept[-1][0] if batch.kept else 0,
+            _MSGPACK.encode(batch.kept) if batch.kept else b"",
+            _MSGPACK.encode(batch.log) if batch.log else b"",
         ]
-        for seq, data in batch.kept:
-            args += (seq, data)
-        args += batch.log
         assert self._loop is not None
         outcome: asyncio.Future[WriteOutcome] = self._loop.create_future()
         raw = self._enqueue("write", batch.session_id, args)

@@ -65,6 +65,8 @@ class SessionState(msgspec.Struct, frozen=True, kw_only=True):
     expires_at: float | None
     out_last_seq: int
     out_lost_through: int
+    #: The oldest kept message (older ones were acknowledged or dropped).
+    out_first_kept: int
     in_last_seq: int
 
 
@@ -128,6 +130,7 @@ def session_state(session: ServerSession, now: float, wall: float) -> bytes:
         expires_at=_wall(record.expires_at, now, wall),
         out_last_seq=session.outgoing.last_seq,
         out_lost_through=session.outgoing.lost_through,
+        out_first_kept=session.outgoing.first_kept_seq,
         in_last_seq=session.incoming.last_seq,
     )
     return _ENCODER.encode(state)
@@ -153,8 +156,11 @@ def restore_session(
     wall: float,
 ) -> ServerSession:
     """The session that :func:`session_state`, :func:`client_data` and the kept
-    messages describe, parked, on this process's clock ``now`` (wall-clock ``wall``)."""
+    messages describe, parked, on this process's clock ``now`` (wall-clock ``wall``).
+    Messages older than the state's first kept one (acknowledged since they were
+    stored) are left out."""
     state = _STATE.decode(state_blob)
+    kept = [(seq, data) for seq, data in kept if seq >= state.out_first_kept]
     client = _CLIENT.decode(client_blob)
     calls = ToolCalls()
     for c in state.calls:
