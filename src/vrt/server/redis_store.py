@@ -531,18 +531,15 @@ class RedisSessionStore:
         future: asyncio.Future[Any] = loop.create_future()
         self._queue.append(_Pending(script, self.keys(session_id), args, future))
         if not self._send_due and self._sending < MAX_PIPELINES:
+            # The task's first step runs after what this loop step still has to do, so
+            # every write of the step goes in its pipeline.
             self._send_due = True
-            loop.call_soon(self._send_soon)
+            self._sending += 1
+            loop.create_task(self._send())
         return future
 
-    def _send_soon(self) -> None:
-        self._send_due = False
-        if self._queue and self._sending < MAX_PIPELINES:
-            self._sending += 1
-            assert self._loop is not None
-            self._loop.create_task(self._send())
-
     async def _send(self) -> None:
+        self._send_due = False
         try:
             while self._queue:
                 items, self._queue = self._queue, []
