@@ -732,6 +732,7 @@ class VrtServer:
         self._bound.clear()
         for journal in journals:
             shared.forget(journal)
+            journal.lost = True  # given up: this process writes nothing more for it
         self._journals.clear()
         for connection in list(self._connections):
             connection.gate = None

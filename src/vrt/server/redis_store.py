@@ -422,8 +422,8 @@ class RedisSessionStore:
         self.forget(journal)
         if journal.lost:
             return
-        with contextlib.suppress(StoreUnavailable):
-            await journal.drained()
+        with contextlib.suppress(StoreUnavailable, TimeoutError):
+            await asyncio.wait_for(journal.drained(), 5.0)
             await self._call(
                 "end",
                 journal.session.session_id,
