@@ -4,6 +4,7 @@ read what the store holds of a session (:class:`StoreView`)."""
 
 from __future__ import annotations
 
+import os
 import sys
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -64,6 +65,16 @@ class StoreView:
         first = self.state(session_id).out_first_kept
         seqs = [seq for _, fields in entries for seq, _ in decode_kept(fields[b"m"])]
         return [seq for seq in seqs if seq >= first]
+
+
+#: True when the full-size runs were asked for (as in tests/reliability).
+LONG = os.environ.get("VRT_LONG") == "1"
+
+
+def pytest_runtest_setup(item: pytest.Item) -> None:
+    """Skip the full-size runs (marked ``slow``) unless VRT_LONG=1."""
+    if item.get_closest_marker("slow") is not None and not LONG:
+        pytest.skip("a full-size run: set VRT_LONG=1 to run it")
 
 
 @pytest.fixture(scope="module", params=["redis", "cluster"])

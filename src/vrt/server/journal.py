@@ -111,6 +111,27 @@ class _Writer(Protocol):
 class SessionJournal:
     """The write-ahead journal of one session (see the module docstring)."""
 
+    __slots__ = (
+        "_client_dirty",
+        "_held",
+        "_kept",
+        "_last_turn",
+        "_log",
+        "_persisted_in",
+        "_retry_delay",
+        "_state_dirty",
+        "_task",
+        "_text",
+        "_text_turn",
+        "_unsynced",
+        "loop",
+        "lost",
+        "on_lost",
+        "session",
+        "store",
+        "token",
+    )
+
     def __init__(
         self,
         session: ServerSession,
