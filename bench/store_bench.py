@@ -178,8 +178,7 @@ async def _measure(store: str, cfg: dict[str, Any], redis: Redis) -> dict[str, A
     server = ServerProcess("vrt", max_life=600, extra=extra)
     try:
         wait_quiet(3.0)
-        before = redis.used_memory()
-        result = await sessions(Target("vrt", server.url, server.pid), cfg | {"keep": True})
+        result = await sessions(Target("vrt", server.url, server.pid), cfg)
         out |= {f"sessions.{key}": value for key, value in result.items()}
     finally:
         server.stop()
@@ -195,8 +194,9 @@ async def _idle_redis_bytes(cfg: dict[str, Any], redis: Redis) -> float:
         await asyncio.sleep(0.5)
         before = redis.used_memory()
         count = cfg["idle"][0]
-        for _ in range(count):
-            peers.append(await open_session(server.url, vrt=True, timeout=cfg["timeout"]))
+        peers = [
+            await open_session(server.url, vrt=True, timeout=cfg["timeout"]) for _ in range(count)
+        ]
         await asyncio.sleep(cfg["settle"])
         return (redis.used_memory() - before) / count
     finally:
@@ -263,8 +263,8 @@ async def main_async(mode: str, json_path: Path) -> dict[str, Any]:
     idle = cfg["idle"][0]
     lines = [f"{'':34} {'memory':>12} {'redis':>12} {'ratio':>7}  aim"]
     summary: dict[str, Any] = {}
-    for label, key, aim in ROWS:
-        key = key.format(idle=idle)
+    for label, template, aim in ROWS:
+        key = template.format(idle=idle)
         mem = [rep["memory"].get(key) for rep in report["reps"]]
         red = [rep["redis"].get(key) for rep in report["reps"]]
         m = statistics.median([v for v in mem if v is not None] or [0.0])
