@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import random
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -61,6 +62,9 @@ WriteOutcome = Literal["ok", "fenced", "missing"]
 #: Retries of a store that cannot be reached: the first after this, then doubling.
 RETRY_FIRST: Final = 0.25
 RETRY_MOST: Final = 4.0
+#: Conversation log entries kept for the store while it cannot be reached; the oldest
+#: go first beyond it (the log in the store is bounded too, ``max_log_bytes``).
+MAX_PENDING_LOG: Final = 512
 
 
 class StoreUnavailable(Exception):
@@ -239,6 +243,8 @@ class SessionJournal:
         if self._text:
             self._end_text()
         self._log.append(entry)
+        if len(self._log) > MAX_PENDING_LOG:  # only while the store is unreachable
+            del self._log[: len(self._log) - MAX_PENDING_LOG]
 
     def _end_text(self) -> None:
         text, self._text = "".join(self._text), []
@@ -371,7 +377,8 @@ class SessionJournal:
         growing pause); outboxes do not wait for it meanwhile."""
         try:
             while not self.lost:
-                await asyncio.sleep(self._retry_delay)
+                # Spread out, so that the sessions of a process do not all retry at once.
+                await asyncio.sleep(self._retry_delay * random.uniform(0.5, 1.5))
                 if self.lost or self.session.status == "closed":
                     return
                 batch = self._batch(full=True)
