@@ -409,11 +409,13 @@ class RedisSessionStore:
         if previous == "ended" or not worker or worker == self.worker:
             return
         assert self._loop is not None
-        self._loop.create_task(self._publish(self._channel(worker), session_id))
+        notice = f"{session_id} {previous}"
+        self._loop.create_task(self._publish(self._channel(worker), notice))
 
-    async def _publish(self, channel: str, session_id: str) -> None:
+    async def _publish(self, channel: str, notice: str) -> None:
+        session_id = notice.partition(" ")[0]
         try:
-            await self._pubsub_client.publish(channel, session_id)
+            await self._pubsub_client.publish(channel, notice)
         except Exception as exc:  # the old owner's next write is refused all the same
             log.info("could not tell the previous owner of %s: %s", session_id, exc)
 
@@ -458,9 +460,11 @@ class RedisSessionStore:
                     message = await pubsub.get_message(timeout=1.0)
                     if message is None:
                         continue
-                    session_id = _text(message["data"])
+                    # "SESSION TOKEN": the lease this process lost. A late notice about
+                    # an older lease (the session came back here since) is ignored.
+                    session_id, _, token = _text(message["data"]).partition(" ")
                     journal = self._journals.get(session_id)
-                    if journal is not None and not journal.lost:
+                    if journal is not None and not journal.lost and journal.token == token:
                         log.info("session %s: resumed on another process", session_id)
                         journal.lose()
             except asyncio.CancelledError:
