@@ -333,7 +333,7 @@ class SessionJournal:
                 if self._dirty() and not self._unsynced:
                     batch = self._batch()
                     try:
-                        outcome = await self.store.write(batch)
+                        outcome = await self._write(batch)
                     except StoreUnavailable as exc:
                         self._fall_back(batch, exc)
                         outcome = "ok"
@@ -351,6 +351,15 @@ class SessionJournal:
             self._task = None
             if self._unsynced and not self.lost:
                 self._resync_soon()
+
+    async def _write(self, batch: Batch) -> WriteOutcome:
+        """Write ``batch``; written again with the current lease when this process took
+        the session again (a resume here) while it was on its way with the old one."""
+        while True:
+            outcome = await self.store.write(batch)
+            if outcome != "fenced" or batch.token == self.token or self.lost:
+                return outcome
+            batch.token = self.token
 
     def _fall_back(self, batch: Batch, exc: Exception) -> None:
         """The store did not answer: go on from memory, rewrite everything later."""
@@ -383,7 +392,7 @@ class SessionJournal:
                     return
                 batch = self._batch(full=True)
                 try:
-                    outcome = await self.store.write(batch)
+                    outcome = await self._write(batch)
                 except StoreUnavailable:
                     self._retry_delay = min(max(self._retry_delay, RETRY_FIRST) * 2, RETRY_MOST)
                     self._log[:0] = batch.log

@@ -487,18 +487,15 @@ class RedisSessionStore:
             if not journals:
                 continue
             now = loop.time()
+            tokens = [j.token for j in journals]
             calls = [
-                self._enqueue(
-                    "touch",
-                    j.session.session_id,
-                    [j.token, self.ttl_ms(j.session, now)],
-                )
-                for j in journals
+                self._enqueue("touch", j.session.session_id, [token, self.ttl_ms(j.session, now)])
+                for j, token in zip(journals, tokens, strict=True)
             ]
             results = await asyncio.gather(*calls, return_exceptions=True)
-            for journal, result in zip(journals, results, strict=True):
-                if isinstance(result, BaseException) or journal.lost:
-                    continue
+            for journal, token, result in zip(journals, tokens, results, strict=True):
+                if isinstance(result, BaseException) or journal.lost or journal.token != token:
+                    continue  # a newer lease of this process's own: refreshed next time
                 if int(result) == 0:
                     journal.lose()
                 elif int(result) == -1:
