@@ -221,3 +221,57 @@ async def test_the_conversation_log_is_bounded(redis_server: RedisServer) -> Non
     finally:
         await client.close()
         await a.close()
+
+
+async def test_a_write_overtaken_by_a_resume_on_the_same_process_is_not_a_lost_session(
+    redis_server: RedisServer,
+) -> None:
+    """A resume that lands on the process that has the session takes a new lease while
+    a write with the previous one is on its way: the refused write is written again with
+    the new lease, and the resumed connection is not closed as if another process had
+    the session (found by the load generator with two workers)."""
+    store = RedisSessionStore(redis_server.store_url("overtaken"))
+    a = await start_server(store=store)
+    client = await RawClient.connect(a.url)
+    held = asyncio.Event()
+    release = asyncio.Event()
+    original = store.write
+
+    def write(batch: Any) -> Any:
+        if held.is_set():
+            return original(batch)
+        held.set()
+        future = asyncio.get_running_loop().create_future()
+
+        async def later() -> None:
+            await release.wait()
+            try:
+                future.set_result(await original(batch))
+            except Exception as exc:
+                future.set_exception(exc)
+
+        asyncio.get_running_loop().create_task(later())
+        return future
+
+    try:
+        ready = await client.hello()
+        setattr(store, "write", write)  # noqa: B010 - the probe
+        await client.text("echo held")
+        await eventually(held.is_set, 2.0)
+        client.abort()
+        view = StoreView(redis_server.url, "overtaken")
+        before = view.owner(ready.session_id)
+        resuming = asyncio.get_running_loop().create_task(resume(a.url, client, ready.session_id))
+        # The resume took a new lease; its ready waits behind the write on its way.
+        await eventually(lambda: view.owner(ready.session_id) != before, 3.0)
+        release.set()
+        resumed = await resuming
+        items = await resumed.until(is_idle, 3.0)
+        assert "".join(chunks(items)) == "held"
+        assert await reply(resumed, "echo still mine") == "still mine"
+        assert resumed.close_info is None
+        await resumed.close()
+    finally:
+        release.set()
+        await client.close()
+        await a.close()
