@@ -239,7 +239,7 @@ async def serve_websockets(stop: asyncio.Event) -> None:
 # --------------------------------------------------------------------------- vrt
 
 
-async def serve_vrt(stop: asyncio.Event, experiments: list[str]) -> None:
+async def serve_vrt(stop: asyncio.Event, experiments: list[str], store: str = "") -> None:
     from vrt.server import ServerConfig, VrtServer, app
     from vrt.server.websocket import ClientConnection, EdgeLimits
 
@@ -281,22 +281,29 @@ async def serve_vrt(stop: asyncio.Event, experiments: list[str]) -> None:
         frame_rate=unlimited, frame_burst=unlimited, byte_rate=unlimited, byte_burst=unlimited
     )
     edge = EdgeLimits(max_message_bytes=4 << 20, max_write_buffer=1 << 30)
+    session_store = None
+    if store:  # sessions in Redis (bench/store_bench.py)
+        from vrt.server.redis_store import RedisSessionStore
+
+        session_store = RedisSessionStore(store)
     operations = None
+    observer = None
     if "metrics" in experiments:  # as vrt serve --metrics runs
         from vrt.server.health import OperationsListener
         from vrt.server.metrics import ServerMetrics
         from vrt.server.telemetry import Telemetry
 
         metrics = ServerMetrics("bench")
-        server = VrtServer(
-            bench_agent_factory(wait_writable),
-            config=config,
-            edge=edge,
-            observer=Telemetry(metrics),
-        )
+        observer = Telemetry(metrics)
+    server = VrtServer(
+        bench_agent_factory(wait_writable),
+        config=config,
+        edge=edge,
+        store=session_store,
+        observer=observer,
+    )
+    if observer is not None:
         operations = OperationsListener(server, metrics)
-    else:
-        server = VrtServer(bench_agent_factory(wait_writable), config=config, edge=edge)
     url = await server.start(HOST, 0)
     if operations is not None:
         await operations.start(HOST, 0)
@@ -319,7 +326,7 @@ async def _main(args: argparse.Namespace) -> None:
         loop.add_signal_handler(sig, stop.set)
     loop.call_later(args.max_life, stop.set)
     if args.kind == "vrt":
-        await serve_vrt(stop, [e for e in args.experiment.split(",") if e])
+        await serve_vrt(stop, [e for e in args.experiment.split(",") if e], args.store)
     elif args.kind == "picows":
         await serve_picows(stop)
     else:
@@ -332,6 +339,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--max-life", type=float, default=600.0)
     ap.add_argument("--cpu", type=int, default=-1)
     ap.add_argument("--experiment", default="", help="comma-separated, see bench.experiments")
+    ap.add_argument("--store", default="", help="vrt only: a redis:// session store URL")
     args = ap.parse_args(argv)
     die_with_parent()
     if args.cpu >= 0:

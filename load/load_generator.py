@@ -133,6 +133,9 @@ class Stats:
     sessions_opened: int = 0
     errors: int = 0
     error_samples: list[str] = field(default_factory=list)
+    #: Replies cut short because the session moved to another process mid-reply
+    #: (``TURN_CUT_SHORT``, a server with a shared store: docs/deploy.md); not errors.
+    cut_short: int = 0
 
     def error(self, what: str) -> None:
         self.errors += 1
@@ -211,7 +214,10 @@ class Session:
             self.stats.error(f"seq {seq} after {self.last_seq}")
         self.last_seq = max(self.last_seq, seq)
         if message.get("type") == "error":
-            self.stats.error(f"error {message.get('code')}: {message.get('message')}")
+            if message.get("code") == "TURN_CUT_SHORT" and message.get("recoverable"):
+                self.stats.cut_short += 1
+            else:
+                self.stats.error(f"error {message.get('code')}: {message.get('message')}")
 
     async def close(self) -> None:
         if self.ws is not None:
@@ -527,6 +533,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         "audio_frames_sent": merged.get("frames_sent", 0),
         "audio_frames_received": merged.get("frames_received", 0),
         "errors": merged.get("errors", 0),
+        "cut_short": merged.get("cut_short", 0),
         "error_samples": merged.get("error_samples", [])[:10],
         "server_cpu_share": round(cpu_share, 3),
         "server_rss_mb": {

@@ -1,12 +1,24 @@
 """Settings for every test: the core checks every message vrt writes against the
 schemas (``check_encoding``), here and in the ``vrt serve`` processes tests start
-(``VRT_STRICT=1``), so that a message the spec forbids fails the test that made it."""
+(``VRT_STRICT=1``), so that a message the spec forbids fails the test that made it.
+And the Redis server of the run, for the tests that need one (started on first use)."""
 
 from __future__ import annotations
 
 import os
+from collections.abc import Iterator
 
+import pytest
+
+from support.redis_servers import RedisServer, start_redis
 from vrt.protocol.codec import check_encoding
 
 os.environ["VRT_STRICT"] = "1"
 check_encoding(True)
+
+
+@pytest.fixture(scope="session")
+def redis_server() -> Iterator[RedisServer]:
+    """A ``redis-server`` of the test run's own, on a free port (skips without one)."""
+    with start_redis() as server:
+        yield server

@@ -8,7 +8,7 @@ import os
 import signal
 import ssl
 import sys
-from collections.abc import Coroutine
+from collections.abc import Callable, Coroutine
 from pathlib import Path
 from typing import Annotated, Any, cast
 
@@ -337,6 +337,27 @@ def serve(
             "'vrealtime[metrics]'. Default: off.",
         ),
     ] = None,
+    store: Annotated[
+        str,
+        typer.Option(
+            metavar="URL",
+            envvar=_env("store"),
+            help="Where sessions live: memory (in this process: a restart loses them), or "
+            "redis://HOST:PORT/DB (rediss:// with TLS; a Redis Cluster is found by "
+            "itself), shared by every vrt process behind the same address, so that a "
+            "session resumes on any of them. Needs pip install 'vrealtime[redis]'. More: "
+            "vrt docs deploy. Default: memory.",
+        ),
+    ] = "memory",
+    workers: Annotated[
+        int,
+        typer.Option(
+            metavar="N",
+            envvar=_env("workers"),
+            help="Serve with N processes on the same port (SO_REUSEPORT); N > 1 needs "
+            "--store redis://... SIGTERM drains them all. Default: 1.",
+        ),
+    ] = 1,
     log_level: Annotated[
         str,
         typer.Option(
@@ -452,6 +473,28 @@ def serve(
     if hello_timeout <= 0 or drain_timeout < 0:
         raise _fail("--hello-timeout must be positive and --drain-timeout not negative")
     telemetry = _telemetry(agent, metrics)
+    if workers < 1:
+        raise _fail("--workers must be at least 1")
+    shared = store != "memory"
+    if shared:
+        try:
+            from .server.redis_store import check_url
+        except ImportError as exc:
+            raise _fail(
+                f"--store {store.split('://')[0]}:// needs the redis extra: "
+                f"pip install 'vrealtime[redis]' (missing: {exc.name})"
+            ) from None
+        try:
+            check_url(store)
+        except ValueError as exc:
+            raise _fail(f"--store: {exc}") from None
+    elif workers > 1:
+        raise _fail("--workers above 1 needs a shared session store: --store redis://HOST:PORT/DB")
+    if metrics is not None and workers > 1:
+        raise _fail(
+            "--metrics serves one process: with --workers above 1, run one vrt serve per "
+            "port behind the proxy instead, each with its own --metrics"
+        )
     config_ = ServerConfig(
         heartbeat_timeout=heartbeat_timeout,
         resume_window=resume_window,
@@ -459,19 +502,34 @@ def serve(
         tool_timeout=tool_timeout,
         max_unacked=max_unacked,
     )
-    server = VrtServer(
-        factory,
-        authenticator=authenticator,
-        config=config_,
-        ssl_context=context,
-        allowed_origins=allowed_origin,
-        max_sessions=max_sessions,
-        max_parked=max_parked,
-        max_connections=max_connections,
-        observer=telemetry[0] if telemetry else None,
-    )
+    auth = "authentication on" if authenticator else "no authentication"
+    where = f"sessions in {_safe_url(store)}" if shared else "sessions in memory"
 
-    async def run() -> None:
+    def make_server(reuse_port: bool) -> VrtServer:
+        session_store = None
+        if shared:
+            from .server.redis_store import RedisSessionStore
+
+            session_store = RedisSessionStore(store)
+        return VrtServer(
+            factory,
+            authenticator=authenticator,
+            config=config_,
+            ssl_context=context,
+            allowed_origins=allowed_origin,
+            max_sessions=max_sessions,
+            max_parked=max_parked,
+            max_connections=max_connections,
+            store=session_store,
+            reuse_port=reuse_port,
+            observer=telemetry[0] if telemetry else None,
+        )
+
+    def announce(url: str, detail: str = "") -> None:
+        typer.echo(f"vrt {__version__} listening on {url} (agent {agent}, {auth}, {where}{detail})")
+        sys.stdout.flush()
+
+    async def run(server: VrtServer, port: int, ready: Callable[[], None] | None = None) -> None:
         try:
             url = await server.start(host, port)
         except OSError as exc:
@@ -493,15 +551,24 @@ def serve(
         loop = asyncio.get_running_loop()
         for sig in (signal.SIGINT, signal.SIGTERM):
             loop.add_signal_handler(sig, stop.set)
-        auth = "authentication on" if authenticator else "no authentication"
-        typer.echo(f"vrt {__version__} listening on {url} (agent {agent}, {auth})")
-        typer.echo(f"origins: {server.origins.describe()}")
-        if operations is not None:
-            typer.echo(f"metrics: {ops_url}/metrics; health: {ops_url}/healthz, {ops_url}/readyz")
-        sys.stdout.flush()
+        if ready is None:
+            announce(url)
+            typer.echo(f"origins: {server.origins.describe()}")
+            if operations is not None:
+                typer.echo(
+                    f"metrics: {ops_url}/metrics; health: {ops_url}/healthz, {ops_url}/readyz"
+                )
+            sys.stdout.flush()
+        else:
+            ready()
         await stop.wait()
-        typer.echo(f"draining: replies in flight have {drain_timeout:g} s to finish")
-        sys.stdout.flush()
+        if ready is None:
+            then = "parked in the session store" if shared else "ended (SERVER_SHUTDOWN)"
+            typer.echo(
+                f"draining: replies in flight have {drain_timeout:g} s to finish; sessions "
+                f"are then {then}"
+            )
+            sys.stdout.flush()
         stop.clear()
         drain = loop.create_task(server.shutdown(drain_timeout))
         again = loop.create_task(stop.wait())
@@ -512,9 +579,34 @@ def serve(
         again.cancel()
         if operations is not None:
             await operations.close()
-        typer.echo("stopped")
+        if ready is None:
+            typer.echo("stopped")
 
-    _run(run())
+    if workers > 1:
+        from .server.workers import supervise
+
+        def worker(worker_port: int, ready: Callable[[], None]) -> None:
+            _run(run(make_server(True), worker_port, ready))
+
+        def announced(chosen: int) -> None:
+            scheme = "wss" if context is not None else "ws"
+            shown = f"[{host}]" if ":" in host else host
+            announce(f"{scheme}://{shown}:{chosen}", f", {workers} workers")
+
+        raise typer.Exit(supervise(workers, host, port, worker, announced))
+
+    _run(run(make_server(False), port))
+
+
+def _safe_url(url: str) -> str:
+    """``url`` without a password, for what is printed."""
+    from urllib.parse import urlsplit
+
+    parts = urlsplit(url)
+    host = parts.hostname or ""
+    if ":" in host:
+        host = f"[{host}]"
+    return f"{parts.scheme}://{host}{f':{parts.port}' if parts.port else ''}{parts.path}"
 
 
 def _telemetry(agent: str, metrics: str | None) -> tuple[Any, Any] | None:

@@ -142,7 +142,7 @@ class _RevealingServer(VrtServer):
     async def _resume(
         self, connection: ClientConnection, session_id: str, principal: str | None
     ) -> None:
-        session = await self.store.get(session_id)
+        session = self.session(session_id)
         if session is not None and session.principal != principal:
             connection.protocol._refuse(
                 ErrorCode.RESUME_FAILED, "the session belongs to another principal", 4404

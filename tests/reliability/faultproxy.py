@@ -148,6 +148,9 @@ class _Link:
         self.orphaned = False
         self.ended = False
         self._s2c_body_start: int | None = None  # where the server's HTTP answer ended
+        #: The server process that answered the upgrade, when a proxy in front of
+        #: several names it (the ``X-Vrt-Server`` header of tests/deploy/fleet.py).
+        self.served_by: str | None = None
         self._scan = bytearray()  # the client's upgrade request and first frame
         self._scanned = False
 
@@ -284,6 +287,10 @@ class _Link:
         end = data.find(b"\r\n\r\n")
         if end >= 0:
             self._s2c_body_start = head + end + 4
+            for line in data[:end].split(b"\r\n"):
+                name, _, value = line.partition(b":")
+                if name.strip().lower() == b"x-vrt-server":
+                    self.served_by = value.strip().decode("latin-1")
 
     def _resuming(self) -> bool:
         return b'"sessionId"' in self._hello_payload()

@@ -1,6 +1,10 @@
 """Fixtures for the server tests: a live :class:`~vrt.server.app.VrtServer` running the
 scripted agent on 127.0.0.1 (port 0) inside the test's event loop, and raw clients
 that are closed before the server is.
+
+Every test runs once per session store (``[memory]``, ``[redis]``: a
+:class:`~vrt.server.redis_store.RedisSessionStore` on the run's own ``redis-server``,
+keys of its own per server); ``VRT_TEST_STORES=memory`` runs one.
 """
 
 from __future__ import annotations
@@ -18,15 +22,28 @@ from support import (
     StartServer,
     start_server,
 )
+from support.redis_servers import store_kinds
 from vrt.protocol.messages import Ready
 
 
+@pytest.fixture(params=store_kinds())
+def store_kind(request: pytest.FixtureRequest) -> str:
+    """The session store of the servers the test starts."""
+    kind: str = request.param
+    return kind
+
+
 @pytest.fixture
-async def start() -> AsyncIterator[StartServer]:
+async def start(store_kind: str, request: pytest.FixtureRequest) -> AsyncIterator[StartServer]:
     """Start servers with options of :func:`support.start_server`; all closed after."""
     running: list[RunningServer] = []
 
     async def starter(**options: Any) -> RunningServer:
+        if store_kind == "redis" and "store" not in options:
+            from vrt.server.redis_store import RedisSessionStore
+
+            redis = request.getfixturevalue("redis_server")
+            options["store"] = RedisSessionStore(redis.store_url())
         server = await start_server(**options)
         running.append(server)
         return server

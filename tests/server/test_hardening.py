@@ -145,7 +145,10 @@ class TestClientsThatStopReading:
 
 #: A read budget no test client reaches: these tests are about what is written.
 UNTHROTTLED = ServerConfig(
-    byte_rate=float(1 << 30), byte_burst=float(1 << 30), max_unacked_bytes=1 << 30
+    byte_rate=float(1 << 30),
+    byte_burst=float(1 << 30),
+    max_unacked=1 << 20,
+    max_unacked_bytes=1 << 30,
 )
 
 #: The per-connection memory bound documented in docs/limits.md.

@@ -30,6 +30,16 @@ from .base import (
     Turn,
     UserTextReceived,
 )
+from .history import (
+    AgentSaid,
+    HistoryEntry,
+    PlaybackStopped,
+    ToolCalled,
+    ToolResulted,
+    TurnInterrupted,
+    UserSaid,
+    coalesce,
+)
 
 __all__ = [
     "AGENTS",
@@ -38,18 +48,26 @@ __all__ = [
     "Agent",
     "AgentFactory",
     "AgentInput",
+    "AgentSaid",
     "AgentSession",
     "AgentSetupError",
     "AudioItem",
     "AudioReceived",
     "ContextChanged",
+    "HistoryEntry",
     "PlaybackReported",
+    "PlaybackStopped",
     "ResponseInterrupted",
     "SessionInfo",
     "ToolCallHandle",
+    "ToolCalled",
+    "ToolResulted",
     "ToolSettled",
     "Turn",
+    "TurnInterrupted",
+    "UserSaid",
     "UserTextReceived",
+    "coalesce",
     "load_agent",
     "load_default_agent",
 ]

@@ -80,7 +80,17 @@ class SessionInfo:
 @runtime_checkable
 class Agent(Protocol):
     """One agent per session. ``run`` lasts as long as the session; it is cancelled
-    when the session closes."""
+    when the session closes.
+
+    An agent may also have ``restore(history)``, taking a sequence of
+    :data:`~vrt.agents.history.HistoryEntry`: with a shared session store
+    (docs/deploy.md) a session can resume on another process than the one that ran its
+    agent; that process builds a new agent with the factory (the ``SessionInfo`` of the
+    session as it is now) and calls ``restore`` with the conversation so far, before
+    ``run``. It must not block (start any provider work in ``run``). An agent without
+    it starts such a session with no memory of the conversation. A turn that was in
+    progress is not resumed: the server has already ended it (``TURN_CUT_SHORT``).
+    """
 
     #: Audio formats the agent takes and produces without conversion (§8.2).
     input_formats: tuple[Format, ...]

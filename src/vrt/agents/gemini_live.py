@@ -60,7 +60,7 @@ import contextlib
 import logging
 import os
 import re
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, ClassVar, Final
 
@@ -86,6 +86,7 @@ from .base import (
 )
 from .context_data import CONTEXT_RULE, context_message
 from .function_names import GEMINI, FunctionNames
+from .history import HistoryEntry
 from .provider_socket import (
     ProviderAgent,
     ProviderSocket,
@@ -93,6 +94,7 @@ from .provider_socket import (
     option_reader,
     register_secret,
 )
+from .replay import gemini_turns
 from .usage import TokenUsage, count
 
 __all__ = [
@@ -309,11 +311,19 @@ class GeminiLiveAgent(ProviderAgent[_Link]):
         self._warned_rate = False
         #: Tokens the model used in this session (see ``usage.py``).
         self.usage = TokenUsage()
+        #: The conversation so far, for the first provider session (``restore``).
+        self._restored: Sequence[HistoryEntry] = ()
 
     def __repr__(self) -> str:
         return f"GeminiLiveAgent(model={self.config.model!r}, url={self.config.base_url!r})"
 
     # -- lifecycle --
+
+    def restore(self, history: Sequence[HistoryEntry]) -> None:
+        """The conversation so far (a session moved to this process): sent as text
+        turns that ask for no answer once the first provider session is set up, before
+        the context (``replay.gemini_turns``; the Live API takes no other history)."""
+        self._restored = history
 
     def _prepare(self, session: AgentSession) -> None:
         self._context = session.context
@@ -461,6 +471,10 @@ class GeminiLiveAgent(ProviderAgent[_Link]):
             link.setup_timer = None
         if link.resumed_with is None:
             self._context_sent = False  # a new conversation has no context yet
+            restored, self._restored = self._restored, ()
+            turns = gemini_turns(restored)
+            if turns:
+                link.send({"clientContent": {"turns": turns, "turnComplete": False}})
         if self._context is not None and not self._context_sent:
             self._send_context(link)
         # Nothing but the setup goes before setupComplete ("Clients should wait for a

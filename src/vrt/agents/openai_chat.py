@@ -69,7 +69,7 @@ import json
 import logging
 import os
 import secrets
-from collections.abc import AsyncIterator, Iterable
+from collections.abc import AsyncIterator, Iterable, Sequence
 from dataclasses import dataclass, field
 from functools import partial
 from typing import TYPE_CHECKING, Any, Final
@@ -89,7 +89,9 @@ from .base import (
     UserTextReceived,
 )
 from .function_names import OPENAI, FunctionNames
+from .history import HistoryEntry
 from .provider_socket import loopback
+from .replay import chat_messages
 from .usage import TokenUsage, count
 
 if TYPE_CHECKING:
@@ -372,6 +374,12 @@ class OpenAIChatAgent:
         self._stream_usage = True
         #: Tokens the model used in this session (see ``usage.py``).
         self.usage = TokenUsage()
+        self._restored: Sequence[HistoryEntry] = ()
+
+    def restore(self, history: Sequence[HistoryEntry]) -> None:
+        """The conversation so far (a session moved to this process): it becomes the
+        start of the message list (``replay.chat_messages``)."""
+        self._restored = history
 
     async def run(self, session: AgentSession) -> None:
         import httpx
@@ -379,6 +387,9 @@ class OpenAIChatAgent:
         self._session = session
         self.context = session.context  # hello.context (§5.5)
         self._functions, self._tools = _declare_tools(session.tools.values())
+        if self._restored:
+            self.history[:0] = chat_messages(self._restored, self._functions)
+            self._restored = ()
         timeout = httpx.Timeout(self.config.timeout, connect=min(self.config.timeout, 10.0))
         async with httpx.AsyncClient(
             headers=self.config.headers(), timeout=timeout, follow_redirects=False

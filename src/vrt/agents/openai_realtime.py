@@ -83,7 +83,7 @@ import json
 import logging
 import os
 from collections import OrderedDict
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, ClassVar, Final
 from urllib.parse import urlencode
@@ -111,6 +111,7 @@ from .base import (
 )
 from .context_data import CONTEXT_NOTE, CONTEXT_RULE, context_message, json_text
 from .function_names import OPENAI, FunctionNames
+from .history import HistoryEntry
 from .provider_socket import (
     ProviderAgent,
     ProviderSocket,
@@ -119,6 +120,7 @@ from .provider_socket import (
     redact,
     register_secret,
 )
+from .replay import realtime_items
 from .usage import TokenUsage, count
 
 __all__ = [
@@ -405,6 +407,8 @@ class OpenAIRealtimeAgent(ProviderAgent[_Link]):
         self._listening: Turn | None = None  # the turn of the user's current speech
         #: Tokens the model used in this session (see ``usage.py``).
         self.usage = TokenUsage()
+        #: The conversation so far, for the first provider session (``restore``).
+        self._restored: Sequence[HistoryEntry] = ()
         self._handlers: dict[str, Callable[[_Link, dict[str, Any]], None]] = {
             "error": self._on_error,
             "session.updated": self._on_session_updated,
@@ -436,6 +440,12 @@ class OpenAIRealtimeAgent(ProviderAgent[_Link]):
 
     # -- lifecycle --
 
+    def restore(self, history: Sequence[HistoryEntry]) -> None:
+        """The conversation so far (a session moved to this process): its items are
+        created in the first provider session, before the context
+        (``replay.realtime_items``)."""
+        self._restored = history
+
     def _prepare(self, session: AgentSession) -> None:
         self._context = session.context
         self._names = FunctionNames(session.tools, OPENAI)
@@ -465,6 +475,9 @@ class OpenAIRealtimeAgent(ProviderAgent[_Link]):
         link.confirm_timer = asyncio.get_running_loop().call_later(
             self.config.connect_timeout, self._unconfirmed, link
         )
+        restored, self._restored = self._restored, ()
+        for item in realtime_items(restored, self._names):
+            link.send({"type": "conversation.item.create", "item": item})
         if self._context is not None:
             self._send_context(link)
         self._link = link

@@ -59,6 +59,12 @@ it. "Compact JSON" means ``json.dumps(value, separators=(",", ":"))``.
 ``error``
     ``error AGENT_ERROR`` "scripted error", recoverable; no turn (a reply still
     running is cancelled, as for any text).
+``history?``
+    Chunk with the compact JSON list of the user's texts before this one, oldest
+    first, at most the last 16, including those a restored agent learned from the
+    conversation log (``restore``, below), still thinking; ``idle``. Not part of the
+    conformance suite's contract: it shows that a session kept its conversation
+    when it moved to another process (docs/deploy.md).
 ``context?``
     Chunk with the current application context as
     ``json.dumps(context, separators=(",", ":"), sort_keys=True)`` (``null`` when
@@ -100,6 +106,12 @@ Interruptions and other events
   :attr:`ScriptedAgent.playback` (for the last 64 items reported).
 * ``ToolSettled``: nothing (the futures of issued calls resolve in the seam).
 
+Restoring
+---------
+``restore(history)`` (the agent seam's way to rebuild an agent on another process,
+docs/agents.md) takes the user's texts for ``history?`` and the playback reports from
+the conversation log; the replies themselves never depended on the past.
+
 Events are taken with ``AgentSession.listen``. Replies that never wait (``echo``,
 ``burst``, ``context?``, a usage error, the reply to speech) are sent while the event
 is handled, so they leave in the same write as the server's answer to it; the others
@@ -114,7 +126,8 @@ import asyncio
 import functools
 import json
 import logging
-from collections.abc import Callable, Coroutine
+from collections import deque
+from collections.abc import Callable, Coroutine, Sequence
 from typing import Any, Final
 
 from ..audio import EnergyVad, frame_bytes, tone
@@ -134,6 +147,7 @@ from .base import (
     Turn,
     UserTextReceived,
 )
+from .history import HistoryEntry, PlaybackStopped, UserSaid
 
 #: Contexts and playback reports the agent remembers: its state stays bounded however
 #: many a client sends (docs/limits.md).
@@ -157,6 +171,8 @@ ARGUMENT_FRAGMENT: Final = 8
 MAX_CALLS: Final = 1000
 MAX_BURST: Final = 10_000
 MAX_MS: Final = 600_000
+#: User texts ``history?`` remembers.
+HISTORY_TEXTS: Final = 16
 #: Commands whose reply waits (a tool result, real time); the others are sent at once.
 _WAITING_COMMANDS: Final = frozenset({"call", "calls", "speak", "server-tool"})
 
@@ -256,9 +272,21 @@ class ScriptedAgent:
         self.playback: dict[str, PlaybackReported] = {}
         #: The contexts the client sent, in order (§5.5): the last REMEMBERED of them.
         self.contexts: list[Any] = []
+        #: The user's last texts, for ``history?`` (restored ones included).
+        self.recent_texts: deque[str] = deque(maxlen=HISTORY_TEXTS)
         self._vad = EnergyVad(threshold=vad_threshold, hangover_ms=hangover_ms)
         self._reply: asyncio.Task[None] | None = None
         self._reply_turn: Turn | None = None
+
+    def restore(self, history: Sequence[HistoryEntry]) -> None:
+        """The conversation so far, when the session was rebuilt on this process."""
+        for entry in history:
+            if isinstance(entry, UserSaid) and not entry.spoken:
+                self.recent_texts.append(entry.text)
+            elif isinstance(entry, PlaybackStopped):
+                self.playback[entry.item_id] = PlaybackReported(
+                    item_id=entry.item_id, played_ms=entry.played_ms, turn_id=entry.turn_id
+                )
 
     async def run(self, session: AgentSession) -> None:
         try:
@@ -309,6 +337,8 @@ class ScriptedAgent:
         self._cancel_reply()
         words = text.split()
         command = words[0] if words else ""
+        earlier = list(self.recent_texts)
+        self.recent_texts.append(text)
         if command == "error":
             session.error("scripted error", recoverable=True)
             return
@@ -317,6 +347,10 @@ class ScriptedAgent:
         turn = session.begin_turn("thinking")
         if command in _WAITING_COMMANDS:
             self._start(session, turn, self._command(turn, text, words))
+            return
+        if command == "history?":
+            if turn.text(_compact(earlier)):
+                turn.end()
             return
         try:
             self._reply_now(session, turn, words)

@@ -33,6 +33,9 @@ class ErrorCode(StrEnum):
     RATE_LIMITED = "RATE_LIMITED"
     # docs/decisions.md: the server is going away; do not resume on it.
     SERVER_SHUTDOWN = "SERVER_SHUTDOWN"
+    # docs/decisions.md: the turn in progress ended early because the session moved to
+    # another server process; recoverable (ask again).
+    TURN_CUT_SHORT = "TURN_CUT_SHORT"
 
 
 _NOT_RECOVERABLE = frozenset(

@@ -85,6 +85,12 @@ class OutgoingStream:
         return self._kept_bytes
 
     @property
+    def first_kept_seq(self) -> int:
+        """The seq of the oldest kept message; ``last_seq + 1`` when none is kept."""
+        kept = self._kept
+        return kept[0][0] if kept else self._last_seq + 1
+
+    @property
     def lost_through(self) -> int:
         """The highest seq dropped unacknowledged to respect ``max_kept``; 0 if none."""
         return self._lost_through

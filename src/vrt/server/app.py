@@ -26,18 +26,25 @@ from picows import (
 )
 
 from ..agents.base import Agent, AgentFactory, AgentSession, SessionInfo
+from ..agents.history import HistoryEntry
 from ..logs import CURRENT_SESSION, Throttled, session_fields
 from ..protocol.messages import UNSET, Format, Hello
 from ..protocol.outputs import CloseCode
 from ..protocol.server import HelloReceived, ServerConfig, ServerSession
+from ..protocol.tables import ServerState
 from .auth import Authenticator
+from .journal import SessionJournal, StoreUnavailable
 from .listener import ConnectionCap, default_max_connections, listen
 from .origins import OriginPolicy
-from .store import MemorySessionStore, SessionStore
+from .store import Claim, MemorySessionStore, SessionStore, SharedSessionStore
 from .telemetry import ServerObserver
 from .websocket import ClientConnection, ConnectionHooks, EdgeLimits
 
-__all__ = ["VrtServer"]
+__all__ = ["HANDED_OFF", "VrtServer"]
+
+#: Why a session ends on this process when it shuts down with a shared store: it lives on
+#: in the store, for another process to resume (docs/deploy.md).
+HANDED_OFF = "handed off to another process"
 
 log = logging.getLogger("vrt.server")
 
@@ -81,6 +88,13 @@ class VrtServer:
         timeout); its ``max_message_bytes`` is ``max_message_bytes``.
     :param observer: told about connections, sessions and frames (metrics and traces,
         ``telemetry.Telemetry``); without one, tracing when OpenTelemetry is configured.
+    :param store: where sessions live: in this process (the default), or a
+        :class:`~vrt.server.store.SharedSessionStore` such as
+        :class:`~vrt.server.redis_store.RedisSessionStore`, which every process serving
+        the same clients shares, so that a session resumes on any of them
+        (docs/deploy.md).
+    :param reuse_port: listen with SO_REUSEPORT, beside other processes on the same
+        port (``vrt serve --workers``).
     """
 
     def __init__(
@@ -89,7 +103,7 @@ class VrtServer:
         *,
         authenticator: Authenticator | None = None,
         config: ServerConfig | None = None,
-        store: SessionStore | None = None,
+        store: SessionStore | SharedSessionStore | None = None,
         ssl_context: ssl.SSLContext | None = None,
         allowed_origins: Iterable[str] | None = None,
         max_message_bytes: int | None = None,
@@ -98,6 +112,7 @@ class VrtServer:
         max_connections: int | None = None,
         edge: EdgeLimits | None = None,
         observer: ServerObserver | None = None,
+        reuse_port: bool = False,
     ) -> None:
         if max_sessions is not None and max_sessions < 1:
             raise ValueError("max_sessions must be at least 1")
@@ -108,7 +123,18 @@ class VrtServer:
         self.max_parked = max_parked
         self.authenticator = authenticator
         self.config = config or ServerConfig()
-        self.store: SessionStore = store if store is not None else MemorySessionStore()
+        if store is None:
+            store = MemorySessionStore()
+        self.store: SessionStore | SharedSessionStore = store
+        #: The shared store, when sessions outlive this process (docs/deploy.md); else
+        #: the in-process one.
+        self.shared: SharedSessionStore | None = None
+        self._memory: SessionStore | None = None
+        if isinstance(store, SharedSessionStore):
+            self.shared = store
+        else:
+            self._memory = store
+        self.reuse_port = reuse_port
         self.ssl_context = ssl_context
         self.origins = OriginPolicy.build(allowed_origins)
         self._refused_origin = Throttled(log, logging.WARNING)
@@ -140,6 +166,8 @@ class VrtServer:
         self._bound: dict[str, ClientConnection] = {}
         self._agents: dict[str, _AgentHost] = {}
         self._sessions: dict[str, ServerSession] = {}
+        #: With a shared store: each session's write-ahead journal.
+        self._journals: dict[str, SessionJournal] = {}
         self._opening: set[asyncio.Task[None]] = set()
         self._write_due_ids: set[str] = set()
         self._delivering: ServerSession | None = None
@@ -152,6 +180,8 @@ class VrtServer:
 
     async def start(self, host: str = "127.0.0.1", port: int = 8765) -> str:
         """Listen; returns the URL clients connect to (``ws://`` or ``wss://``)."""
+        if self.shared is not None:
+            await self.shared.open(self.config, self._session_lost)
         self._server = await listen(
             self._accept,
             host,
@@ -165,6 +195,7 @@ class VrtServer:
             # connection (its default) would be most of an idle session's memory.
             # 2 KiB is its minimum (idle sessions 20.4 -> 18.6 KB, bench/).
             read_buffer_size=2048,
+            reuse_port=self.reuse_port,
         )
         bound_port = self._server.sockets[0].getsockname()[1]
         self.origins = self.origins.listening_on(host)
@@ -201,12 +232,17 @@ class VrtServer:
 
     async def close(self) -> None:
         """Stop at once: stop accepting, end every session with a non-recoverable
-        ``SERVER_SHUTDOWN`` error (docs/decisions.md) and close 1001, stop the agents."""
+        ``SERVER_SHUTDOWN`` error (docs/decisions.md) and close 1001, stop the agents.
+        With a shared store, sessions are not ended but parked in the store instead, and
+        connections close with 1001 alone, so that clients resume on another process."""
         self._draining = True
         if self._server is not None:
             self._server.close()
         for task in list(self._opening):
             task.cancel()
+        if self.shared is not None:
+            await self._hand_off(self.shared)
+            return
         for connection in list(self._connections):
             connection.protocol.shut_down("the server is shutting down; open a new session")
             connection.write_outbox()
@@ -285,6 +321,9 @@ class VrtServer:
             del self._bound[session.session_id]
             if session.status == "parked":
                 self._arm_parked(session)
+                journal = self._journals.get(session.session_id)
+                if journal is not None:
+                    journal.changed()  # parked: its resume window, in the store too
 
     # -- parked sessions: their timers (tool timeouts, the resume window) --
 
@@ -395,6 +434,10 @@ class VrtServer:
             connection.arm_timer()
         elif session.status == "parked" and session.session_id in self._parked:
             self._rearm_parked(session)  # the agent may have started a tool call
+        if connection is None:
+            journal = self._journals.get(session.session_id)
+            if journal is not None:
+                journal.sync()  # a parked session's messages reach the store all the same
         if session.status == "closed":
             self._end_session(session, "session closed")
 
@@ -438,10 +481,15 @@ class VrtServer:
     async def _resume(
         self, connection: ClientConnection, session_id: str, principal: str | None
     ) -> None:
-        session = await self.store.get(session_id)
+        if self.shared is not None:
+            found = await self._claim(connection, self.shared, session_id, principal)
+        else:
+            assert self._memory is not None
+            found = await self._memory.get(session_id)
         protocol = connection.protocol
         if connection.closed:
             return
+        session = found
         if session is None or session.principal != principal or session.status == "closed":
             if self.observer is not None:
                 self.observer.resumed(session_id, "refused")
@@ -458,6 +506,7 @@ class VrtServer:
             return
         self._disarm_parked(session_id)
         self._bound[session_id] = connection
+        connection.gate = self._journals.get(session_id)
         if replaced is not None and previous is not None and previous is not connection:
             previous.write_outbox()
         self._pump(connection)
@@ -541,10 +590,32 @@ class VrtServer:
             input_formats=agent.input_formats,
             output_formats=agent.output_formats,
         )
-        await self.store.add(session)
+        if self.shared is not None:
+            try:
+                journal = await self.shared.create(session)
+            except StoreUnavailable as exc:
+                log.warning("a new session was refused: the session store is unreachable (%s)", exc)
+                protocol.refuse_start("the session store is unreachable; try again shortly")
+                self._pump(connection)
+                return
+            if connection.closed:
+                self.shared.forget(journal)
+                return
+            self._journals[session.session_id] = journal
+            connection.gate = journal
+        else:
+            assert self._memory is not None
+            await self._memory.add(session)
         self._sessions[session.session_id] = session
         self._bound[session.session_id] = connection
         loop = connection.loop
+        self._start_agent(agent, session)
+        protocol.open(session, loop.time())
+        log.info("session %s opened", session.session_id, extra=session_fields(session))
+        self._pump(connection)
+
+    def _start_agent(self, agent: Agent, session: ServerSession) -> None:
+        loop = asyncio.get_running_loop()
         agent_session = AgentSession(
             session,
             lambda: self._write_soon(session),
@@ -558,11 +629,8 @@ class VrtServer:
         finally:
             CURRENT_SESSION.reset(token)
         self._agents[session.session_id] = _AgentHost(agent, agent_session, task)
-        protocol.open(session, loop.time())
-        log.info("session %s opened", session.session_id, extra=session_fields(session))
         if self.observer is not None:
             self.observer.session_opened(session)
-        self._pump(connection)
 
     async def _run_agent(
         self, agent: Agent, agent_session: AgentSession, session: ServerSession
@@ -610,8 +678,167 @@ class VrtServer:
         if self.observer is not None:
             agent, agent_session = (host.agent, host.agent_session) if host else (None, None)
             self.observer.session_ended(session, reason, agent, agent_session)
-        asyncio.get_running_loop().create_task(self.store.remove(session_id))
+        journal = self._journals.pop(session_id, None)
+        if self.shared is not None:
+            if journal is not None:
+                asyncio.get_running_loop().create_task(self.shared.end(journal))
+        else:
+            assert self._memory is not None
+            asyncio.get_running_loop().create_task(self._memory.remove(session_id))
+
+    # -- a shared store (docs/deploy.md) --
+
+    async def _claim(
+        self,
+        connection: ClientConnection,
+        shared: SharedSessionStore,
+        session_id: str,
+        principal: str | None,
+    ) -> ServerSession | None:
+        """The session to resume, taken from the shared store (its lease is now this
+        process's). A session of another process, or one this process forgot, is
+        rebuilt here with a new agent, and a turn it had in progress is cut short."""
+        local = self._sessions.get(session_id)
+        journal = self._journals.get(session_id)
+        try:
+            claim = await shared.claim(session_id, principal, journal)
+        except StoreUnavailable as exc:
+            if local is not None and journal is not None and not journal.lost:
+                return local  # this process has it: go on from memory (the journal resyncs)
+            # Whether the session exists cannot be known now: no error, so that the
+            # client reconnects and resumes (§5.1) once the store answers again.
+            log.warning("a resume waits: the session store is unreachable (%s)", exc)
+            connection.fail(1013, "the session store is unreachable; resume again shortly")
+            return None
+        if claim is None:
+            if local is not None and journal is not None and not journal.lost:
+                journal.missing()  # the store lost it (a restart): this process still has it
+                return local
+            return None
+        if not claim.restored:
+            return claim.session
+        if local is not None:
+            self._session_lost(session_id)  # a stale copy: another process had it since
+        if connection.closed:
+            shared.forget(claim.journal)  # it stays in the store for the next resume
+            return None
+        return await self._restored(connection, shared, claim)
+
+    async def _restored(
+        self, connection: ClientConnection, shared: SharedSessionStore, claim: Claim
+    ) -> ServerSession | None:
+        session = claim.session
+        record = session.record
+        try:
+            info = SessionInfo(
+                principal=record.principal,
+                tools=tuple(session.tools.values()),
+                capabilities=record.capabilities,
+                input=record.input,
+                output=record.output,
+                context=session.context,
+            )
+            made = self.agent_factory(info)
+            agent: Agent = await made if inspect.isawaitable(made) else made
+            _restore_agent(agent, claim.history)
+        except Exception as exc:
+            log.exception("the agent of a resumed session could not start")
+            connection.protocol.refuse_start(f"the session could not start: {type(exc).__name__}")
+            self._sessions[session.session_id] = session
+            self._journals[session.session_id] = claim.journal
+            self._end_session(session, "the agent could not start")
+            self._pump(connection)
+            return None
+        self._sessions[session.session_id] = session
+        self._journals[session.session_id] = claim.journal
+        if session.record.turn is not None:
+            session.cut_short(
+                "the reply was cut short: the session moved to another server process; ask again"
+            )
+        self._start_agent(agent, session)
+        log.info("session %s resumed from the session store", session.session_id)
+        return session
+
+    def _session_lost(self, session_id: str) -> None:
+        """Another process took the session (§5.4): close its connection here with 4000,
+        stop its agent and forget it, without writing to the store again."""
+        session = self._sessions.pop(session_id, None)
+        journal = self._journals.pop(session_id, None)
+        if journal is not None:
+            journal.lost = True
+        if session is None:
+            return
+        self._disarm_parked(session_id)
+        connection = self._bound.pop(session_id, None)
+        if connection is not None:
+            connection.gate = None
+            if connection.protocol.state is ServerState.OPEN:
+                connection.protocol.replaced(connection.loop.time())
+                connection.write_outbox()
+        session.close("resumed on another process")
+        host = self._agents.pop(session_id, None)
+        if host is not None and host.task is not asyncio.current_task():
+            host.task.cancel()
+
+    async def _hand_off(self, shared: SharedSessionStore) -> None:
+        """Shut down with a shared store: park every session in the store and close every
+        connection with 1001, with no SERVER_SHUTDOWN, so that clients resume on another
+        process (issue 12's drain, docs/deploy.md). A turn still in progress is cut
+        short by whichever process resumes it."""
+        tasks = [host.task for host in self._agents.values()]
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+        if self.observer is not None:
+            for session_id, session in self._sessions.items():
+                host = self._agents.get(session_id)
+                agent, agent_session = (host.agent, host.agent_session) if host else (None, None)
+                self.observer.session_ended(session, HANDED_OFF, agent, agent_session)
+        self._agents.clear()
+        for connection in list(self._connections):
+            connection.write_outbox()  # what the agents sent last, through the journals
+        loop = asyncio.get_running_loop()
+        now = loop.time()
+        for session_id, session in list(self._sessions.items()):
+            self._disarm_parked(session_id)
+            if session.status == "connected":
+                session.park(now)
+            journal = self._journals.get(session_id)
+            if journal is not None:
+                journal.changed()
+        journals = list(self._journals.values())
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(
+                asyncio.gather(*(j.drained() for j in journals), return_exceptions=True), 2.0
+            )
+        self._sessions.clear()
+        self._bound.clear()
+        for journal in journals:
+            shared.forget(journal)
+            journal.lost = True  # given up: this process writes nothing more for it
+        self._journals.clear()
+        for connection in list(self._connections):
+            connection.gate = None
+            connection.fail(1001, "the server is going away; resume the session")
+        if self._server is not None:
+            with contextlib.suppress(Exception):
+                await asyncio.wait_for(self._server.wait_closed(), 2.0)
+        await shared.close()
 
 
 class _Refused(Exception):
     pass
+
+
+def _restore_agent(agent: Agent, history: tuple[HistoryEntry, ...]) -> None:
+    """Give a rebuilt session's new agent the conversation so far (``Agent.restore``,
+    docs/agents.md); an agent without ``restore`` starts without it."""
+    restore = getattr(agent, "restore", None)
+    if callable(restore):
+        restore(history)
+    elif history:
+        log.warning(
+            "%s has no restore(history): a session resumed on this process starts its "
+            "agent without the conversation so far",
+            type(agent).__name__,
+        )

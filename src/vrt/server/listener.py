@@ -141,6 +141,7 @@ async def listen(
     max_frame_size: int,
     handshake_timeout: float,
     read_buffer_size: int,
+    reuse_port: bool = False,
 ) -> asyncio.Server:
     """Listen on ``host``:``port``; every accepted connection speaks WebSocket through
     picows with ``listener_factory`` choosing its listener (as ``ws_create_server``)."""
@@ -176,4 +177,5 @@ async def listen(
         port,
         ssl=ssl_context,
         ssl_handshake_timeout=handshake_timeout if ssl_context is not None else None,
+        reuse_port=reuse_port or None,
     )

@@ -57,6 +57,7 @@ END_OUTCOMES: Final = {
     "resume window expired": "expired",
     "evicted while parked": "evicted",
     "server shutting down": "shutdown",
+    "handed off to another process": "handed_off",
     "resume failed": "resume_failed",
     "agent failed": "agent_failed",
 }

@@ -36,7 +36,7 @@ from picows import WSCloseCode, WSFrame, WSListener, WSMsgType, WSTransport
 from ..protocol.outputs import Close, Output, SendBinary, SendText
 from ..protocol.server import ServerConfig, ServerConnection
 
-__all__ = ["ClientConnection", "ConnectionHooks", "ConnectionMeter", "EdgeLimits"]
+__all__ = ["ClientConnection", "ConnectionHooks", "ConnectionMeter", "EdgeLimits", "WriteGate"]
 
 log = logging.getLogger("vrt.server")
 
@@ -122,6 +122,15 @@ class ConnectionMeter(Protocol):
         """The WebSocket is gone."""
 
 
+class WriteGate(Protocol):
+    """What a connection's output passes before it is written, when the session lives in
+    a shared store (``journal.SessionJournal``): the store must have it first."""
+
+    def admit(self, writer: ClientConnection, outbox: list[Output]) -> bool:
+        """True: write ``outbox`` now; False: the gate writes it later
+        (:meth:`ClientConnection.write_items`), or drops it."""
+
+
 class ClientConnection(WSListener):
     """One client WebSocket."""
 
@@ -149,6 +158,8 @@ class ClientConnection(WSListener):
         self._stalled: asyncio.TimerHandle | None = None
         self._throttled: asyncio.TimerHandle | None = None
         self._pump_due = False
+        #: Set while the bound session lives in a shared store (write-ahead).
+        self.gate: WriteGate | None = None
 
     # -- picows callbacks --
 
@@ -325,6 +336,11 @@ class ClientConnection(WSListener):
             transport.send_close(code, reason.encode())
             transport.disconnect()
 
+    def fail(self, code: int, reason: str) -> None:
+        """Close the WebSocket at once with ``code``, without a vRT ``error`` first (the
+        client reconnects and resumes, §5.1)."""
+        self._fail(cast(WSCloseCode, code), reason)
+
     def _abort(self) -> None:
         """End the connection at once, without waiting for the peer (transport abort)."""
         self._closing = True
@@ -335,11 +351,20 @@ class ClientConnection(WSListener):
         """Write what the core has for this connection, in one write when there are
         several frames: a burst of chunks or audio costs one system call, not one each.
         Output is bounded before it is written (see the module's docstring)."""
-        transport = self.transport
-        if transport is None:
+        if self.transport is None:
             return
         outbox = self.protocol.take_outbox()
         if not outbox or self.closed or self._closing:
+            return
+        gate = self.gate
+        if gate is not None and not gate.admit(self, outbox):
+            return
+        self.write_items(outbox)
+
+    def write_items(self, outbox: list[Output]) -> None:
+        """Write frames taken from the core (``write_outbox``, or a gate that held them)."""
+        transport = self.transport
+        if transport is None or self.closed or self._closing:
             return
         parts: list[bytes] = []
         close: Close | None = None

@@ -25,12 +25,15 @@ class AgentToolCalls(ABC):
 
     record: SessionRecord
     config: ServerConfig
-    _events: list[AgentInput]
     _tool_stream: bool
 
     @abstractmethod
     def _send(self, message: Message) -> None:
         """Send a sequenced message of the session."""
+
+    @abstractmethod
+    def _event(self, event: AgentInput) -> None:
+        """Report an event to the agent."""
 
     @abstractmethod
     def _turn(self, turn_id: str) -> Turn | None:
@@ -147,7 +150,7 @@ class AgentToolCalls(ABC):
             failure = {} if ok else {"code": code or "FAILED"}
             self._send(self._stream_message(call, "settled", ok=ok, **failure))
         if call.client:
-            self._events.append(_settled(call, ok, output=output, code=code, message=message))
+            self._event(_settled(call, ok, output=output, code=code, message=message))
 
     def _stream_message(self, call: Call, phase: ToolStreamPhase, **members: Any) -> ToolStream:
         check_gated(ToolStream.TYPE, self.record.capabilities)

@@ -61,6 +61,18 @@ from .events import (
 from .record import Item, SessionRecord, SessionStatus, Turn
 
 
+class SessionObserver(Protocol):
+    """Sees what a session sends and what it reports to its agent, as it happens: a
+    session store journals from it (``vrt.server.journal``). Input audio is not shown
+    (it is never stored, §8.1)."""
+
+    def sent(self, seq: int, message: Message, data: bytes) -> None:
+        """Sequenced message ``seq`` was numbered and kept; ``data`` is its encoding."""
+
+    def event(self, event: AgentInput) -> None:
+        """An event for the agent, other than input audio."""
+
+
 class BoundConnection(Protocol):
     """The connection a session is bound to, as the session sees it (§5.4: a newer
     connection resuming the session replaces it)."""
@@ -69,7 +81,7 @@ class BoundConnection(Protocol):
         """A newer connection took the session: close 4000, and park nothing."""
 
 
-__all__ = ["ServerSession", "SessionRecord", "SessionStatus"]
+__all__ = ["ServerSession", "SessionObserver", "SessionRecord", "SessionStatus"]
 
 
 class ServerSession(AgentToolCalls):
@@ -104,6 +116,31 @@ class ServerSession(AgentToolCalls):
         )
         self.outgoing = OutgoingStream(config.max_unacked, max_kept_bytes=config.max_unacked_bytes)
         self.incoming = IncomingStream()
+        self._setup()
+
+    @classmethod
+    def restore(
+        cls,
+        record: SessionRecord,
+        config: ServerConfig,
+        *,
+        outgoing: OutgoingStream,
+        incoming: IncomingStream,
+    ) -> ServerSession:
+        """A session rebuilt from what a session store kept (its record and both
+        streams' state), e.g. on another process than the one that opened it. It is
+        parked until a connection binds it."""
+        session = cls.__new__(cls)
+        session.config = config
+        session.record = record
+        session.outgoing = outgoing
+        session.incoming = incoming
+        session._setup()
+        return session
+
+    def _setup(self) -> None:
+        #: Sees what the session sends and reports (a session store's journal), if any.
+        self.observer: SessionObserver | None = None
         #: The connection the session is bound to; None while parked or closed.
         self.connection: BoundConnection | None = None
         self._events: list[AgentInput] = []
@@ -209,6 +246,8 @@ class ServerSession(AgentToolCalls):
         if self.record.ended is not None:
             return
         data = self.outgoing.send(message)
+        if self.observer is not None:
+            self.observer.sent(self.outgoing.last_seq, message, data)
         if self._outbox is not None:
             self._outbox.append(SendText(data=data))
         if self.outgoing.exhausted:
@@ -223,6 +262,13 @@ class ServerSession(AgentToolCalls):
     def send_error(self, code: str, message: str, recoverable: bool) -> None:
         """A sequenced ``error`` (§4.1: errors are sequenced once a session is bound)."""
         self._send(Error(code=code, message=message, recoverable=recoverable))
+
+    def _event(self, event: AgentInput) -> None:
+        """An event for the agent (input audio goes straight to the list: it is never
+        journalled)."""
+        self._events.append(event)
+        if self.observer is not None:
+            self.observer.event(event)
 
     # -- client input (from the bound connection) --
 
@@ -244,7 +290,7 @@ class ServerSession(AgentToolCalls):
 
     def _on_text(self, message: UserText, now: float) -> None:
         self._interrupt_in_flight("user")  # §6.3
-        self._events.append(UserTextReceived(text=message.text))
+        self._event(UserTextReceived(text=message.text))
 
     def _on_interrupt(self, message: Interrupt, now: float) -> None:
         turn = self.record.turn
@@ -277,14 +323,14 @@ class ServerSession(AgentToolCalls):
             )
             return
         self.record.context_json = context_json
-        self._events.append(ContextChanged(context=message.context))
+        self._event(ContextChanged(context=message.context))
 
     def _on_playback(self, playback: Playback, now: float) -> None:
         item = self.record.items.get(playback.item_id)
         played = playback.played_ms
         if item is not None:
             played = min(played, int(item.sent_ms))
-        self._events.append(
+        self._event(
             PlaybackReported(
                 item_id=playback.item_id,
                 played_ms=played,
@@ -385,6 +431,22 @@ class ServerSession(AgentToolCalls):
         """Interrupt the response in flight on the server's own initiative (§6.2)."""
         return self._interrupt_in_flight(reason, tell_agent=False)
 
+    def cut_short(self, reason: str) -> bool:
+        """The turn in progress cannot go on: the session moved to another process, and
+        the agent that ran the turn is gone with the old one (docs/deploy.md). A
+        response in flight is interrupted (its epoch closes, its client calls settle as
+        INTERRUPTED, ``interrupted``, §6.2), the turn ends with ``turn.state idle``, and
+        a recoverable ``error TURN_CUT_SHORT`` says why (docs/decisions.md). False when
+        no turn is in progress."""
+        turn = self.record.turn
+        if turn is None:
+            return False
+        self._interrupt_in_flight("server", tell_agent=False)
+        self.record.turn = None
+        self._send(TurnState(turn_id=turn.id, epoch=turn.epoch, state="idle"))
+        self.send_error(ErrorCode.TURN_CUT_SHORT, reason, True)
+        return True
+
     def _interrupt_in_flight(self, reason: str, *, tell_agent: bool = True) -> bool:
         """§6.2 server side: stop the response in flight, if any, close its epoch, settle
         its client calls as INTERRUPTED and send ``interrupted``. The agent hears of it
@@ -399,14 +461,14 @@ class ServerSession(AgentToolCalls):
             if self._tool_stream:
                 self._send(self._stream_message(call, "cancelled"))
             if call.client and was_issued:
-                self._events.append(
+                self._event(
                     _settled(call, False, code="INTERRUPTED", message="the turn was interrupted")
                 )
         self.record.turn = None
         self.record.epoch += 1  # §6.1: the epoch increases when a turn is interrupted
         self._send(Interrupted(epoch=closed))
         if tell_agent:
-            self._events.append(ResponseInterrupted(turn_id=turn.id, epoch=closed, reason=reason))
+            self._event(ResponseInterrupted(turn_id=turn.id, epoch=closed, reason=reason))
         return True
 
     def _turn(self, turn_id: str) -> Turn | None:

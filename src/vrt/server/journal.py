@@ -1,0 +1,433 @@
+"""Write-ahead for one session on a shared store: nothing a client could have seen is
+unknown to the next owner of its session (docs/deploy.md).
+
+A :class:`SessionJournal` watches its session (``ServerSession.observer``): every
+sequenced message the session numbers, and the events that make the conversation log
+(``vrt.agents.history``). Its connection hands it each outbox before writing it
+(``ClientConnection.gate``): when the session changed since the last write to the
+store, the outbox waits while the journal writes the change (one store round trip for
+everything that happened since, however many messages), and is written to the socket
+once the store has it. Outboxes that arrive meanwhile wait behind it, in order, and go
+with the next write. An outbox that changes nothing (audio frames, a pong) is written at
+once when nothing waits.
+
+Every write carries the session's lease (a fencing token): a write refused because
+another process took the session means this process has lost it. What waits is dropped
+unwritten and ``on_lost`` is called: the connection closes with 4000 (§5.4) and the
+session is forgotten here, without another write.
+
+When the store cannot be reached, nothing waits for it: outboxes are written at once
+from memory, and the journal retries in the background, rewriting the whole session
+(every kept message, the state, the client's data) once the store answers. Until
+then a resume on another process cannot see what was sent meanwhile, and fails with
+RESUME_FAILED rather than lose or repeat anything.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import random
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Final, Literal, Protocol
+
+from ..agents.history import (
+    AgentSaid,
+    HistoryEntry,
+    PlaybackStopped,
+    ToolCalled,
+    ToolResulted,
+    TurnInterrupted,
+    UserSaid,
+)
+from ..protocol.messages import AgentText, Interrupted, Message, ToolCall, Transcript, TurnState
+from ..protocol.outputs import Output
+from ..protocol.server import (
+    AgentInput,
+    ContextChanged,
+    PlaybackReported,
+    ServerSession,
+    ToolSettled,
+    UserTextReceived,
+)
+from .snapshot import client_data, session_state
+
+__all__ = ["Batch", "JournalStore", "SessionJournal", "StoreUnavailable", "WriteOutcome"]
+
+log = logging.getLogger("vrt.server")
+
+WriteOutcome = Literal["ok", "fenced", "missing"]
+#: Retries of a store that cannot be reached: the first after this, then doubling.
+RETRY_FIRST: Final = 0.25
+RETRY_MOST: Final = 4.0
+#: Conversation log entries kept for the store while it cannot be reached; the oldest
+#: go first beyond it (the log in the store is bounded too, ``max_log_bytes``).
+MAX_PENDING_LOG: Final = 512
+
+
+class StoreUnavailable(Exception):
+    """The shared store did not answer (down, restarting, unreachable, too slow)."""
+
+
+@dataclass(slots=True)
+class Batch:
+    """One write of a session to the store: what changed since the last one."""
+
+    session_id: str
+    principal: str | None
+    token: str
+    state: bytes
+    #: The client's tools and context, when they changed (or for a full write).
+    client: bytes | None
+    #: Messages numbered since the last write, ``(seq, bytes)``; all kept ones when full.
+    kept: list[tuple[int, bytes]]
+    #: The oldest seq still kept: older ones were acknowledged or dropped (§4.2, §11).
+    first_kept: int
+    #: Conversation log entries since the last write.
+    log: list[HistoryEntry]
+    #: How long the store keeps the session if nothing refreshes it (ms).
+    ttl_ms: int
+    #: Rewrite the whole session, kept messages included (after the store was lost).
+    full: bool = False
+
+
+class JournalStore(Protocol):
+    """What a journal needs of the shared store."""
+
+    def write(self, batch: Batch) -> asyncio.Future[WriteOutcome]:
+        """Send ``batch`` with the next pipeline; the future fails with
+        :class:`StoreUnavailable` when the store cannot be reached."""
+
+    def ttl_ms(self, session: ServerSession, now: float) -> int:
+        """How long the store should keep ``session`` from ``now`` (ms)."""
+
+
+class _Writer(Protocol):
+    """The connection side of the gate (``ClientConnection``)."""
+
+    closed: bool
+
+    def write_items(self, outbox: list[Output]) -> None: ...
+
+
+class SessionJournal:
+    """The write-ahead journal of one session (see the module docstring)."""
+
+    __slots__ = (
+        "_client_dirty",
+        "_held",
+        "_kept",
+        "_last_turn",
+        "_log",
+        "_persisted_in",
+        "_retry_delay",
+        "_state_dirty",
+        "_task",
+        "_text",
+        "_text_turn",
+        "_unsynced",
+        "loop",
+        "lost",
+        "on_lost",
+        "session",
+        "store",
+        "token",
+    )
+
+    def __init__(
+        self,
+        session: ServerSession,
+        store: JournalStore,
+        token: str,
+        on_lost: Callable[[str], None],
+        *,
+        loop: asyncio.AbstractEventLoop,
+        synced: bool = True,
+    ) -> None:
+        self.session = session
+        self.store = store
+        #: The lease this process holds (``worker:n``): every write is conditional on it.
+        self.token = token
+        self.on_lost = on_lost
+        self.loop = loop
+        #: True once another process took the session: nothing more is written.
+        self.lost = False
+        self._persisted_in = session.incoming.last_seq if synced else -1
+        self._kept: list[tuple[int, bytes]] = []
+        self._log: list[HistoryEntry] = []
+        self._text: list[str] = []
+        self._text_turn: str | None = None
+        self._client_dirty = not synced
+        self._state_dirty = not synced
+        #: Outboxes waiting for the write in progress, in order.
+        self._held: list[tuple[_Writer, list[Output]]] = []
+        self._task: asyncio.Task[None] | None = None
+        #: The store could not be reached: writes go to the socket at once, and the
+        #: whole session is rewritten once the store answers again.
+        self._unsynced = not synced
+        self._retry_delay = RETRY_FIRST
+        self._last_turn: tuple[str, int] | None = None
+        session.observer = self
+
+    # -- the observer (ServerSession) --
+
+    def sent(self, seq: int, message: Message, data: bytes) -> None:
+        if not self._unsynced:
+            self._kept.append((seq, data))
+        kind = type(message)
+        if kind is AgentText:
+            assert isinstance(message, AgentText)
+            turn_id = message.turn_id if isinstance(message.turn_id, str) else None
+            if self._text and self._text_turn != turn_id:
+                self._end_text()
+            self._text_turn = turn_id
+            self._text.append(message.text)
+        elif kind is Transcript:
+            assert isinstance(message, Transcript)
+            if message.final:
+                if message.role == "user":
+                    self._add(UserSaid(text=message.text, spoken=True))
+                else:
+                    turn = message.turn_id if isinstance(message.turn_id, str) else None
+                    self._add(AgentSaid(turn_id=turn, text=message.text, spoken=True))
+        elif kind is ToolCall:
+            assert isinstance(message, ToolCall)
+            call = self.session.record.calls.get(message.call_id)
+            self._add(
+                ToolCalled(
+                    call_id=message.call_id,
+                    name=message.name,
+                    arguments=message.arguments,
+                    turn_id=message.turn_id,
+                    provider_id=call.provider_id if call is not None else None,
+                )
+            )
+        elif kind is TurnState:
+            assert isinstance(message, TurnState)
+            self._last_turn = (message.turn_id, message.epoch)
+        elif kind is Interrupted:
+            assert isinstance(message, Interrupted)
+            last = self._last_turn
+            turn_id = last[0] if last is not None and last[1] == message.epoch else None
+            self._add(TurnInterrupted(turn_id=turn_id, epoch=message.epoch))
+
+    def event(self, event: AgentInput) -> None:
+        kind = type(event)
+        if kind is UserTextReceived:
+            assert isinstance(event, UserTextReceived)
+            self._add(UserSaid(text=event.text))
+        elif kind is ToolSettled:
+            assert isinstance(event, ToolSettled)
+            self._add(
+                ToolResulted(
+                    call_id=event.call_id,
+                    ok=event.ok,
+                    output=event.output,
+                    code=event.code,
+                    message=event.message,
+                )
+            )
+        elif kind is PlaybackReported:
+            assert isinstance(event, PlaybackReported)
+            self._add(
+                PlaybackStopped(
+                    item_id=event.item_id, played_ms=event.played_ms, turn_id=event.turn_id
+                )
+            )
+        elif kind is ContextChanged:
+            self._client_dirty = True
+
+    def _add(self, entry: HistoryEntry) -> None:
+        if self._text:
+            self._end_text()
+        self._log.append(entry)
+        if len(self._log) > MAX_PENDING_LOG:  # only while the store is unreachable
+            del self._log[: len(self._log) - MAX_PENDING_LOG]
+
+    def _end_text(self) -> None:
+        text, self._text = "".join(self._text), []
+        self._log.append(AgentSaid(turn_id=self._text_turn, text=text))
+
+    # -- the gate (ClientConnection.write_outbox) --
+
+    def admit(self, writer: _Writer, outbox: list[Output]) -> bool:
+        """True: write ``outbox`` now. False: it waits for the store (or is dropped,
+        once the session is lost)."""
+        if self.lost:
+            return False
+        if self._unsynced:
+            self._resync_soon()
+            return True  # the store is unreachable: the connection goes on from memory
+        if self._task is None and not self._dirty():
+            return True
+        self._held.append((writer, outbox))
+        self._start()
+        return False
+
+    def changed(self) -> None:
+        """The session changed in a way no message shows (it parked, its timers moved):
+        write it with the next batch, now when nothing else is due."""
+        self._state_dirty = True
+        self.sync()
+
+    def sync(self) -> None:
+        """Write what changed, without a connection to write to (a parked session)."""
+        if self.lost:
+            return
+        if self._unsynced:
+            self._resync_soon()
+        elif self._dirty():
+            self._start()
+
+    async def drained(self) -> None:
+        """Until the writes in progress (and what waits for them) are done."""
+        while self._task is not None:
+            await asyncio.shield(self._task)
+
+    # -- writing --
+
+    def _dirty(self) -> bool:
+        return bool(
+            self._kept
+            or self._log
+            or self._text
+            or self._client_dirty
+            or self._state_dirty
+            or self.session.incoming.last_seq != self._persisted_in
+        )
+
+    def _start(self) -> None:
+        if self._task is None:
+            self._task = self.loop.create_task(self._run())
+
+    def _batch(self, *, full: bool = False) -> Batch:
+        session = self.session
+        now = self.loop.time()
+        if self._text:
+            self._end_text()
+        kept = session.outgoing.kept() if full else self._kept
+        self._kept = []
+        entries, self._log = self._log, []
+        client = client_data(session) if (self._client_dirty or full) else None
+        self._client_dirty = self._state_dirty = False
+        self._persisted_in = session.incoming.last_seq
+        return Batch(
+            session_id=session.session_id,
+            principal=session.principal,
+            token=self.token,
+            state=session_state(session, now, time.time()),
+            client=client,
+            kept=kept,
+            first_kept=session.outgoing.first_kept_seq,
+            log=entries,
+            ttl_ms=self.store.ttl_ms(session, now),
+            full=full,
+        )
+
+    async def _run(self) -> None:
+        try:
+            while not self.lost:
+                held, self._held = self._held, []
+                if self._dirty() and not self._unsynced:
+                    batch = self._batch()
+                    try:
+                        outcome = await self._write(batch)
+                    except StoreUnavailable as exc:
+                        self._fall_back(batch, exc)
+                        outcome = "ok"
+                    if outcome == "fenced":
+                        self.lose()
+                        return
+                    if outcome == "missing":
+                        self._fall_back(batch, StoreUnavailable("the store lost the session"))
+                for writer, outbox in held:
+                    if not writer.closed:
+                        writer.write_items(outbox)
+                if not self._held and (self._unsynced or not self._dirty()):
+                    return
+        finally:
+            self._task = None
+            if self._unsynced and not self.lost:
+                self._resync_soon()
+
+    async def _write(self, batch: Batch) -> WriteOutcome:
+        """Write ``batch``; written again with the current lease when this process took
+        the session again (a resume here) while it was on its way with the old one."""
+        while True:
+            outcome = await self.store.write(batch)
+            if outcome != "fenced" or batch.token == self.token or self.lost:
+                return outcome
+            batch.token = self.token
+
+    def _fall_back(self, batch: Batch, exc: Exception) -> None:
+        """The store did not answer: go on from memory, rewrite everything later."""
+        if not self._unsynced:
+            log.warning(
+                "session %s: the session store did not answer (%s); going on from memory "
+                "until it does",
+                batch.session_id,
+                exc,
+            )
+        self._unsynced = True
+        # Log entries that did not reach the store go with the full rewrite.
+        self._log[:0] = batch.log
+        self._client_dirty = self._state_dirty = True
+        self._kept = []
+        self._resync_soon()
+
+    def _resync_soon(self) -> None:
+        if self._task is None and not self.lost:
+            self._task = self.loop.create_task(self._resync())
+
+    async def _resync(self) -> None:
+        """Rewrite the whole session once the store answers again (retrying, with a
+        growing pause); outboxes do not wait for it meanwhile."""
+        try:
+            while not self.lost:
+                # Spread out, so that the sessions of a process do not all retry at once.
+                await asyncio.sleep(self._retry_delay * random.uniform(0.5, 1.5))
+                if self.lost or self.session.status == "closed":
+                    return
+                batch = self._batch(full=True)
+                try:
+                    outcome = await self._write(batch)
+                except StoreUnavailable:
+                    self._retry_delay = min(max(self._retry_delay, RETRY_FIRST) * 2, RETRY_MOST)
+                    self._log[:0] = batch.log
+                    self._client_dirty = self._state_dirty = True
+                    continue
+                if outcome != "ok":  # fenced: even a whole rewrite is refused
+                    self.lose()
+                    return
+                log.info("session %s: written to the session store again", batch.session_id)
+                self._unsynced = False
+                self._retry_delay = RETRY_FIRST
+                return
+        finally:
+            self._task = None
+            if not self.lost and not self._unsynced and self._dirty():
+                self._start()
+
+    def missing(self) -> None:
+        """The store no longer has the session although this process holds its lease
+        (Redis restarted empty): write it whole again."""
+        if not self.lost and not self._unsynced:
+            log.warning(
+                "session %s: the session store lost it; writing it again", self.session.session_id
+            )
+            self._unsynced = True
+            self._retry_delay = 0.0
+            self._client_dirty = self._state_dirty = True
+            self._kept = []
+            self._resync_soon()
+
+    def lose(self) -> None:
+        """Another process holds the session now: drop what waits, tell the server."""
+        self.lost = True
+        self._held = []
+        self._kept = []
+        self._log = []
+        self._text = []
+        self.on_lost(self.session.session_id)

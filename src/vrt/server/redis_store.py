@@ -1,0 +1,636 @@
+"""Sessions in Redis, so that a session outlives its process and resumes on any other
+(docs/deploy.md). ``pip install 'vrealtime[redis]'``; ``vrt serve --store redis://...``.
+
+Each session is three keys with the hash tag ``{sessionId}``, so that a Redis Cluster
+keeps them in one slot and one Lua script can touch all three:
+
+* ``PREFIX:{id}``, a hash: ``owner`` (the lease: ``WORKER:N``, N the fencing token,
+  increased by every process that takes the session), ``fence`` (N), ``principal``,
+  ``state`` (``snapshot.SessionState``), ``client`` (the client's tools and context),
+  ``outlast`` (the last seq stored), ``logbytes``;
+* ``PREFIX:{id}:out``, a stream of the kept unacknowledged messages (§4.1, §5.4): one
+  entry per write, holding that write's messages (msgpack ``[[seq, bytes], ...]``),
+  with the entry id ``LASTSEQ-0``; an entry goes once every message in it is
+  acknowledged or dropped (``XTRIM MINID``), so Redis does one small thing per write,
+  however many messages it holds;
+* ``PREFIX:{id}:log``, a list: the conversation log (``vrt.agents.history``), one
+  element per write (msgpack, a list of entries), the newest within ``max_log_bytes``.
+
+Every write is one script that first checks the lease, so a process that lost the
+session (a stalled one, say) cannot change it. Writes of all sessions of the process
+that happen in one event-loop step go to Redis in one pipeline. The keys expire a
+resume window after the session's connection ended (refreshed while it is connected),
+so Redis forgets abandoned sessions by itself; a session that ends leaves a tombstone
+for the length of a resume window, so that nobody brings it back.
+
+A process that takes a session publishes its id on the channel ``PREFIX:owner:WORKER``
+of the previous owner, which then closes its connection with 4000 and forgets it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import os
+import secrets
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any, Final, Literal
+from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
+
+import msgspec
+
+from ..agents.history import HistoryEntry
+from ..protocol.server import ServerConfig, ServerSession
+from .journal import Batch, SessionJournal, StoreUnavailable, WriteOutcome
+from .snapshot import client_data, restore_session, session_state
+from .store import Claim
+
+__all__ = ["DEFAULT_MAX_LOG_BYTES", "RedisSessionStore", "check_url"]
+
+log = logging.getLogger("vrt.server")
+
+#: The conversation log kept per session (docs/limits.md): the newest entries within it.
+DEFAULT_MAX_LOG_BYTES: Final = 256 << 10
+#: Pipelines in flight at once; writes that arrive meanwhile go with the next one.
+MAX_PIPELINES: Final = 4
+_OWNER = "owner"
+
+# KEYS: meta, out, log. ARGV: token, principal, state, client, ttl.
+_CREATE: Final = """
+if redis.call('EXISTS', KEYS[1]) == 1 then return 0 end
+redis.call('HSET', KEYS[1], 'owner', ARGV[1], 'fence', 1, 'principal', ARGV[2],
+           'state', ARGV[3], 'client', ARGV[4], 'outlast', 0, 'logbytes', 0)
+redis.call('PEXPIRE', KEYS[1], ARGV[5])
+return 1
+"""
+
+# KEYS: meta, out, log. ARGV: token, ttl, state, client ('' = unchanged), first kept
+# seq, full ('1' rewrites the session whole), log cap in bytes, principal, the last seq
+# of the kept messages written (0: none), their blob, the log entries' blob ('' none).
+# Returns 1 written, 0 fenced (another owner, or the session ended), -1 missing.
+_WRITE: Final = """
+local owner = redis.call('HGET', KEYS[1], 'owner')
+local full = ARGV[6] == '1'
+if owner ~= ARGV[1] then
+  if owner or not full then
+    if owner then return 0 end
+    return -1
+  end
+end
+local ttl = ARGV[2]
+local outlast = tonumber(redis.call('HGET', KEYS[1], 'outlast') or '0')
+if full then
+  redis.call('DEL', KEYS[2])
+  outlast = 0
+  redis.call('HSETNX', KEYS[1], 'fence', 1)
+  redis.call('HSETNX', KEYS[1], 'logbytes', 0)
+  redis.call('HSET', KEYS[1], 'principal', ARGV[8])
+end
+redis.call('HSET', KEYS[1], 'owner', ARGV[1], 'state', ARGV[3])
+if ARGV[4] ~= '' then redis.call('HSET', KEYS[1], 'client', ARGV[4]) end
+local last = tonumber(ARGV[9])
+if last > outlast then
+  redis.call('XADD', KEYS[2], ARGV[9] .. '-0', 'm', ARGV[10])
+  outlast = last
+end
+redis.call('HSET', KEYS[1], 'outlast', outlast)
+redis.call('XTRIM', KEYS[2], 'MINID', ARGV[5])
+local added = #ARGV[11]
+if added > 0 then
+  redis.call('RPUSH', KEYS[3], ARGV[11])
+  local total = redis.call('HINCRBY', KEYS[1], 'logbytes', added)
+  local cap = tonumber(ARGV[7])
+  while total > cap and redis.call('LLEN', KEYS[3]) > 1 do
+    total = total - #redis.call('LPOP', KEYS[3])
+  end
+  redis.call('HSET', KEYS[1], 'logbytes', total)
+end
+redis.call('PEXPIRE', KEYS[1], ttl)
+redis.call('PEXPIRE', KEYS[2], ttl)
+redis.call('PEXPIRE', KEYS[3], ttl)
+return 1
+"""
+
+# KEYS: meta, out, log. ARGV: principal, worker, the caller's current token ('' if
+# none), ttl. Returns {0} (unknown, ended or foreign: one answer, §5.3), {1, token,
+# previous} (the caller's copy is current), or {2, token, previous, state, client,
+# kept entries, log}.
+_CLAIM: Final = """
+local m = redis.call('HMGET', KEYS[1], 'owner', 'principal')
+if not m[1] or m[1] == 'ended' or m[2] ~= ARGV[1] then return {0} end
+local fence = redis.call('HINCRBY', KEYS[1], 'fence', 1)
+local owner = ARGV[2] .. ':' .. fence
+redis.call('HSET', KEYS[1], 'owner', owner)
+redis.call('PEXPIRE', KEYS[1], ARGV[4])
+redis.call('PEXPIRE', KEYS[2], ARGV[4])
+redis.call('PEXPIRE', KEYS[3], ARGV[4])
+if m[1] == ARGV[3] then return {1, owner, m[1]} end
+local s = redis.call('HMGET', KEYS[1], 'state', 'client')
+return {2, owner, m[1], s[1], s[2], redis.call('XRANGE', KEYS[2], '-', '+'),
+        redis.call('LRANGE', KEYS[3], 0, -1)}
+"""
+
+# KEYS: meta, out, log. ARGV: token, ttl. The session ended: a tombstone stays.
+_END: Final = """
+if redis.call('HGET', KEYS[1], 'owner') ~= ARGV[1] then return 0 end
+redis.call('DEL', KEYS[2], KEYS[3])
+redis.call('HDEL', KEYS[1], 'state', 'client', 'principal')
+redis.call('HSET', KEYS[1], 'owner', 'ended')
+redis.call('PEXPIRE', KEYS[1], ARGV[2])
+return 1
+"""
+
+# KEYS: meta, out, log. ARGV: token, ttl. The lease refreshed: 1, 0 fenced, -1 missing.
+_TOUCH: Final = """
+local owner = redis.call('HGET', KEYS[1], 'owner')
+if owner ~= ARGV[1] then
+  if owner then return 0 end
+  return -1
+end
+redis.call('PEXPIRE', KEYS[1], ARGV[2])
+redis.call('PEXPIRE', KEYS[2], ARGV[2])
+redis.call('PEXPIRE', KEYS[3], ARGV[2])
+return 1
+"""
+
+_SCRIPTS: Final = {
+    "create": _CREATE,
+    "write": _WRITE,
+    "claim": _CLAIM,
+    "end": _END,
+    "touch": _TOUCH,
+}
+
+
+def check_url(url: str) -> None:
+    """Raise ValueError for a URL this store cannot use, ImportError without the
+    ``redis`` package (``pip install 'vrealtime[redis]'``)."""
+    import redis  # noqa: F401
+
+    if urlsplit(url).scheme not in ("redis", "rediss", "unix"):
+        raise ValueError(
+            f"expected memory, redis://HOST:PORT/DB, rediss://... or unix://PATH, got {url!r}"
+        )
+
+
+_MSGPACK: Final = msgspec.msgpack.Encoder()
+_KEPT: Final = msgspec.msgpack.Decoder(list[tuple[int, bytes]])
+_LOG: Final = msgspec.msgpack.Decoder(list[HistoryEntry])
+
+
+def decode_kept(blob: bytes) -> list[tuple[int, bytes]]:
+    """The messages of one ``out`` stream entry."""
+    return _KEPT.decode(blob)
+
+
+def decode_log(blob: bytes) -> list[HistoryEntry]:
+    """The conversation log entries of one ``log`` list element."""
+    return _LOG.decode(blob)
+
+
+def _principal(principal: str | None) -> str:
+    return "" if principal is None else "=" + principal
+
+
+@dataclass(slots=True)
+class _Pending:
+    script: str
+    keys: tuple[str, str, str]
+    args: list[Any]
+    future: asyncio.Future[Any] = field(repr=False)
+
+
+class RedisSessionStore:
+    """Sessions in Redis (a single server, Sentinel-managed or a Cluster); see the
+    module docstring and docs/deploy.md.
+
+    :param url: ``redis://[user:password@]host:port/db`` or ``rediss://`` (TLS), with
+        the ``redis`` package's options as query parameters (``socket_timeout``...),
+        and ``prefix`` (default ``vrt``) for the key names. A Redis Cluster is found
+        by asking the server.
+    :param max_log_bytes: the conversation log kept per session, newest entries first.
+    :param timeout: how long a Redis command may take before the store counts as
+        unreachable (seconds), unless the URL sets ``socket_timeout``.
+    """
+
+    shared: Literal[True] = True
+
+    def __init__(
+        self,
+        url: str,
+        *,
+        max_log_bytes: int = DEFAULT_MAX_LOG_BYTES,
+        timeout: float = 1.0,
+    ) -> None:
+        check_url(url)
+        parts = urlsplit(url)
+        query = dict(parse_qsl(parts.query))
+        self.prefix = query.pop("prefix", "vrt")
+        query.setdefault("socket_timeout", str(timeout))
+        query.setdefault("socket_connect_timeout", str(timeout))
+        self.url = urlunsplit(parts._replace(query=urlencode(query)))
+        self.max_log_bytes = max_log_bytes
+        #: This process's name in leases: ``WORKER:N``.
+        self.worker = secrets.token_hex(6)
+        self.config = ServerConfig()
+        self.cluster = False
+        self._client: Any = None
+        self._pubsub_client: Any = None
+        self._shas: dict[str, str] = {}
+        self._queue: list[_Pending] = []
+        self._sending = 0
+        self._send_due = False
+        self._on_lost: Callable[[str], None] = lambda session_id: None
+        self._journals: dict[str, SessionJournal] = {}
+        self._tasks: list[asyncio.Task[None]] = []
+        self._loop: asyncio.AbstractEventLoop | None = None
+
+    def __repr__(self) -> str:
+        return f"RedisSessionStore({self.safe_url!r})"
+
+    @property
+    def safe_url(self) -> str:
+        """The URL without its password, for logs."""
+        parts = urlsplit(self.url)
+        host = parts.hostname or ""
+        netloc = f"{host}:{parts.port}" if parts.port else host
+        return urlunsplit((parts.scheme, netloc, parts.path, "", ""))
+
+    def __len__(self) -> int:
+        return len(self._journals)
+
+    # -- lifecycle --
+
+    async def open(self, config: ServerConfig, on_lost: Callable[[str], None]) -> None:
+        """Connect, subscribe to this worker's channel and start refreshing leases.
+        An unreachable Redis is not fatal: new sessions are refused until it answers."""
+        import redis.asyncio as redis
+        from redis.asyncio.retry import Retry
+        from redis.backoff import NoBackoff
+
+        self.config = config
+        self._on_lost = on_lost
+        self._loop = asyncio.get_running_loop()
+        # One try per command: a write that timed out may have been applied, and a
+        # retry would not know (the journal rewrites the session whole instead).
+        retry = Retry(NoBackoff(), 0)
+        client = redis.Redis.from_url(self.url, retry=retry)
+        self._pubsub_client = client
+        try:
+            info = await client.info("cluster")
+            self.cluster = bool(info.get("cluster_enabled"))
+        except Exception as exc:
+            log.warning("the session store %s does not answer yet: %s", self.safe_url, exc)
+        log.info(
+            "sessions in %s%s; this process (pid %d) is worker %s",
+            self.safe_url,
+            " (a Redis Cluster)" if self.cluster else "",
+            os.getpid(),
+            self.worker,
+        )
+        if self.cluster:
+            from redis.asyncio.cluster import RedisCluster
+
+            self._client = RedisCluster.from_url(self.url, retry=retry)
+        else:
+            self._client = client
+        self._tasks = [
+            self._loop.create_task(self._listen(), name="vrt store: ownership"),
+            self._loop.create_task(self._refresh(), name="vrt store: leases"),
+        ]
+
+    async def close(self) -> None:
+        for task in self._tasks:
+            task.cancel()
+        await asyncio.gather(*self._tasks, return_exceptions=True)
+        for client in {
+            id(self._client): self._client,
+            id(self._pubsub_client): self._pubsub_client,
+        }.values():
+            if client is not None:
+                with contextlib.suppress(Exception):
+                    await client.aclose()
+
+    # -- keys and timing --
+
+    def keys(self, session_id: str) -> tuple[str, str, str]:
+        base = f"{self.prefix}:{{{session_id}}}"
+        return base, base + ":out", base + ":log"
+
+    @property
+    def refresh_interval(self) -> float:
+        """How often the leases of this process's sessions are refreshed."""
+        return max(0.5, min(10.0, self.config.resume_window / 3))
+
+    def ttl_ms(self, session: ServerSession, now: float) -> int:
+        """A connected session: a resume window and two refreshes from now; a parked
+        one: the rest of its resume window and two refreshes."""
+        margin = 2 * self.refresh_interval
+        expires = session.record.expires_at
+        window = self.config.resume_window if expires is None else max(0.0, expires - now)
+        return int((window + margin) * 1000)
+
+    def _channel(self, worker: str) -> str:
+        return f"{self.prefix}:owner:{worker}"
+
+    # -- sessions --
+
+    async def create(self, session: ServerSession) -> SessionJournal:
+        """Store a new session and take its lease; raises :class:`StoreUnavailable`."""
+        loop = asyncio.get_running_loop()
+        now = loop.time()
+        token = f"{self.worker}:1"
+        created = await self._call(
+            "create",
+            session.session_id,
+            [
+                token,
+                _principal(session.principal),
+                session_state(session, now, time.time()),
+                client_data(session),
+                self.ttl_ms(session, now),
+            ],
+        )
+        if created != 1:
+            raise StoreUnavailable("a session with this id exists already")
+        return self._journal(session, token)
+
+    def _journal(
+        self, session: ServerSession, token: str, *, synced: bool = True
+    ) -> SessionJournal:
+        assert self._loop is not None
+        journal = SessionJournal(session, self, token, self._lost, loop=self._loop, synced=synced)
+        self._journals[session.session_id] = journal
+        return journal
+
+    def adopt(self, session: ServerSession) -> SessionJournal:
+        """A journal for a session this process keeps in memory although the store could
+        not take it (it is written whole once the store answers)."""
+        return self._journal(session, f"{self.worker}:0", synced=False)
+
+    async def claim(
+        self, session_id: str, principal: str | None, local: SessionJournal | None
+    ) -> Claim | None:
+        """Take the lease of ``session_id`` for a resume (§5.4). None for a session
+        unknown, ended or of another principal (the same answer, §5.3); raises
+        :class:`StoreUnavailable`."""
+        loop = asyncio.get_running_loop()
+        reply = await self._call(
+            "claim",
+            session_id,
+            [
+                _principal(principal),
+                self.worker,
+                local.token if local is not None and not local.lost else "",
+                int((self.config.resume_window + 2 * self.refresh_interval) * 1000),
+            ],
+        )
+        if not reply or int(reply[0]) == 0:
+            return None
+        token, previous = _text(reply[1]), _text(reply[2])
+        self._tell_previous(session_id, previous)
+        if int(reply[0]) == 1 and local is not None:
+            local.token = token
+            self._journals[session_id] = local
+            return Claim(session=local.session, journal=local, history=(), restored=False)
+        state, client, entries, log_blobs = reply[3], reply[4], reply[5], reply[6]
+        kept = [pair for _, fields in entries for pair in _KEPT.decode(_field(fields))]
+        session = restore_session(self.config, state, client, kept, loop.time(), time.time())
+        history = tuple(entry for blob in log_blobs for entry in _LOG.decode(blob))
+        journal = self._journal(session, token)
+        return Claim(session=session, journal=journal, history=history, restored=True)
+
+    def _tell_previous(self, session_id: str, previous: str) -> None:
+        """The previous owner, if another process, closes its connection (4000)."""
+        worker = previous.partition(":")[0]
+        if previous == "ended" or not worker or worker == self.worker:
+            return
+        assert self._loop is not None
+        notice = f"{session_id} {previous}"
+        self._loop.create_task(self._publish(self._channel(worker), notice))
+
+    async def _publish(self, channel: str, notice: str) -> None:
+        session_id = notice.partition(" ")[0]
+        try:
+            await self._pubsub_client.publish(channel, notice)
+        except Exception as exc:  # the old owner's next write is refused all the same
+            log.info("could not tell the previous owner of %s: %s", session_id, exc)
+
+    async def end(self, journal: SessionJournal) -> None:
+        """The session ended: delete it, leaving a tombstone (nothing resumes it)."""
+        self.forget(journal)
+        if journal.lost:
+            return
+        with contextlib.suppress(StoreUnavailable, TimeoutError):
+            await asyncio.wait_for(journal.drained(), 5.0)
+            await self._call(
+                "end",
+                journal.session.session_id,
+                [
+                    journal.token,
+                    int((self.config.resume_window + 2 * self.refresh_interval) * 1000),
+                ],
+            )
+
+    def forget(self, journal: SessionJournal) -> None:
+        """This process no longer keeps the session (it ended, moved, or was parked in
+        the store for another process to take)."""
+        if self._journals.get(journal.session.session_id) is journal:
+            del self._journals[journal.session.session_id]
+
+    def _lost(self, session_id: str) -> None:
+        journal = self._journals.pop(session_id, None)
+        if journal is not None:
+            journal.lost = True
+        self._on_lost(session_id)
+
+    # -- the ownership channel and the leases --
+
+    async def _listen(self) -> None:
+        """Sessions other processes took from this one (pub/sub), until cancelled."""
+        channel = self._channel(self.worker)
+        while True:
+            pubsub = self._pubsub_client.pubsub(ignore_subscribe_messages=True)
+            try:
+                await pubsub.subscribe(channel)
+                while True:
+                    message = await pubsub.get_message(timeout=1.0)
+                    if message is None:
+                        continue
+                    # "SESSION TOKEN": the lease this process lost. A late notice about
+                    # an older lease (the session came back here since) is ignored.
+                    session_id, _, token = _text(message["data"]).partition(" ")
+                    journal = self._journals.get(session_id)
+                    if journal is not None and not journal.lost and journal.token == token:
+                        log.info("session %s: resumed on another process", session_id)
+                        journal.lose()
+            except asyncio.CancelledError:
+                raise
+            except Exception as exc:
+                log.debug("ownership channel: %s; subscribing again", exc)
+                await asyncio.sleep(0.5)
+            finally:
+                with contextlib.suppress(Exception):
+                    await pubsub.aclose()
+
+    async def _refresh(self) -> None:
+        """Refresh the leases of this process's sessions (their keys' expiry), in one
+        pipeline; a refused one was taken by another process, a missing one was lost by
+        Redis (a restart) and is written again whole."""
+        loop = asyncio.get_running_loop()
+        while True:
+            await asyncio.sleep(self.refresh_interval)
+            journals = [j for j in self._journals.values() if not j.lost]
+            if not journals:
+                continue
+            now = loop.time()
+            tokens = [j.token for j in journals]
+            calls = [
+                self._enqueue("touch", j.session.session_id, [token, self.ttl_ms(j.session, now)])
+                for j, token in zip(journals, tokens, strict=True)
+            ]
+            results = await asyncio.gather(*calls, return_exceptions=True)
+            for journal, token, result in zip(journals, tokens, results, strict=True):
+                if isinstance(result, BaseException) or journal.lost or journal.token != token:
+                    continue  # a newer lease of this process's own: refreshed next time
+                if int(result) == 0:
+                    journal.lose()
+                elif int(result) == -1:
+                    journal.missing()
+
+    # -- the pipeline --
+
+    def write(self, batch: Batch) -> asyncio.Future[WriteOutcome]:
+        """Queue a journal's batch for the next pipeline (see :class:`JournalStore`)."""
+        args: list[Any] = [
+            batch.token,
+            batch.ttl_ms,
+            batch.state,
+            batch.client if batch.client is not None else b"",
+            batch.first_kept,
+            "1" if batch.full else "0",
+            self.max_log_bytes,
+            _principal(batch.principal),
+            batch.kept[-1][0] if batch.kept else 0,
+            _MSGPACK.encode(batch.kept) if batch.kept else b"",
+            _MSGPACK.encode(batch.log) if batch.log else b"",
+        ]
+        assert self._loop is not None
+        outcome: asyncio.Future[WriteOutcome] = self._loop.create_future()
+        raw = self._enqueue("write", batch.session_id, args)
+        raw.add_done_callback(lambda done: _outcome(done, outcome))
+        return outcome
+
+    async def _call(self, script: str, session_id: str, args: list[Any]) -> Any:
+        return await self._enqueue(script, session_id, args)
+
+    def _enqueue(self, script: str, session_id: str, args: list[Any]) -> asyncio.Future[Any]:
+        loop = self._loop or asyncio.get_running_loop()
+        future: asyncio.Future[Any] = loop.create_future()
+        self._queue.append(_Pending(script, self.keys(session_id), args, future))
+        if not self._send_due and self._sending < MAX_PIPELINES:
+            # The task's first step runs after what this loop step still has to do, so
+            # every write of the step goes in its pipeline.
+            self._send_due = True
+            self._sending += 1
+            loop.create_task(self._send())
+        return future
+
+    async def _send(self) -> None:
+        self._send_due = False
+        try:
+            while self._queue:
+                items, self._queue = self._queue, []
+                await self._pipeline(items)
+        finally:
+            self._sending -= 1
+
+    async def _pipeline(self, items: list[_Pending], reloaded: bool = False) -> None:
+        from redis.exceptions import NoScriptError
+
+        client = self._client
+        try:
+            if not self._shas:
+                await self._load_scripts()
+            if self.cluster:
+                # A Cluster client pipelines no scripts: each goes to its slot's node at
+                # once, all of them concurrently.
+                results = await asyncio.gather(
+                    *(
+                        client.evalsha(self._shas[item.script], 3, *item.keys, *item.args)
+                        for item in items
+                    ),
+                    return_exceptions=True,
+                )
+            else:
+                pipe = client.pipeline(transaction=False)
+                for item in items:
+                    pipe.evalsha(self._shas[item.script], 3, *item.keys, *item.args)
+                results = await pipe.execute(raise_on_error=False)
+        except asyncio.CancelledError:
+            for item in items:
+                item.future.cancel()
+            raise
+        except Exception as exc:
+            if isinstance(exc, NoScriptError) and not reloaded:
+                self._shas = {}  # Redis restarted and forgot the scripts
+                await self._pipeline(items, reloaded=True)
+                return
+            failure = StoreUnavailable(f"{type(exc).__name__}: {exc}")
+            for item in items:
+                if not item.future.done():
+                    item.future.set_exception(failure)
+            return
+        retry = [
+            item
+            for item, result in zip(items, results, strict=True)
+            if isinstance(result, NoScriptError)
+        ]
+        if retry and not reloaded:
+            self._shas = {}
+            await self._pipeline(retry, reloaded=True)
+        for item, result in zip(items, results, strict=True):
+            if item.future.done() or (isinstance(result, NoScriptError) and not reloaded):
+                continue
+            if isinstance(result, Exception):
+                item.future.set_exception(StoreUnavailable(f"{type(result).__name__}: {result}"))
+            else:
+                item.future.set_result(result)
+
+    async def _load_scripts(self) -> None:
+        client = self._client
+        shas = {}
+        for name, source in _SCRIPTS.items():
+            # A Cluster client loads it on every primary (and may answer per node).
+            sha = await client.script_load(source)
+            sha = next(iter(sha.values())) if isinstance(sha, dict) else sha
+            shas[name] = _text(sha)
+        self._shas = shas
+
+
+def _outcome(raw: asyncio.Future[Any], outcome: asyncio.Future[WriteOutcome]) -> None:
+    if outcome.done():
+        return
+    if raw.cancelled():
+        outcome.cancel()
+        return
+    exc = raw.exception()
+    if exc is not None:
+        outcome.set_exception(exc)
+        return
+    code = int(raw.result())
+    outcome.set_result("ok" if code == 1 else "fenced" if code == 0 else "missing")
+
+
+def _text(value: Any) -> str:
+    return value.decode() if isinstance(value, bytes) else str(value)
+
+
+def _field(fields: Any) -> bytes:
+    """The message of a stream entry (its one field ``m``)."""
+    # A dict from the redis package, or a flat [name, value] list.
+    value = fields.get(b"m", fields.get("m")) if isinstance(fields, dict) else fields[1]
+    return value if isinstance(value, bytes) else str(value).encode()

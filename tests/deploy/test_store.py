@@ -1,0 +1,277 @@
+"""The Redis session store inside one test process: two servers sharing a Redis of the
+test's own, so that the moment between the store write and the socket write can be
+caught, and Redis stopped, restarted and inspected (docs/deploy.md)."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import AsyncIterator
+from typing import Any
+
+import pytest
+
+from conftest import StoreView
+from support import RawClient, RunningServer, chunks, eventually, is_idle, start_server
+from support.redis_servers import RedisServer, start_redis
+from vrt.protocol.codec import Decoded, decode_server
+from vrt.protocol.messages import Error
+from vrt.protocol.outputs import Output, SendText
+from vrt.protocol.server import ServerConfig
+from vrt.server.redis_store import RedisSessionStore
+from vrt.server.websocket import ClientConnection
+
+
+@pytest.fixture
+async def pair(redis_server: RedisServer) -> AsyncIterator[tuple[RunningServer, RunningServer]]:
+    """Two servers (two workers) sharing the run's Redis, keys of their own."""
+    url = redis_server.store_url("pair")
+    a = await start_server(store=RedisSessionStore(url))
+    b = await start_server(store=RedisSessionStore(url))
+    yield a, b
+    await a.close()
+    await b.close()
+
+
+async def reply(client: RawClient, text: str) -> str:
+    await client.text(text)
+    return "".join(chunks(await client.until(is_idle, 3.0)))
+
+
+async def resume(url: str, old: RawClient, session_id: str) -> RawClient:
+    client = await RawClient.connect(url)
+    client.next_seq = old.next_seq
+    await client.hello(sessionId=session_id, resumeFrom=old.last_seq)
+    return client
+
+
+def _seqs(outbox: list[Output]) -> list[int]:
+    seqs = []
+    for item in outbox:
+        if type(item) is SendText:
+            decoded = decode_server(item.data)
+            if isinstance(decoded, Decoded) and decoded.seq:
+                seqs.append(decoded.seq)
+    return seqs
+
+
+async def test_what_reaches_the_socket_is_in_the_store_first(
+    pair: tuple[RunningServer, RunningServer], redis_server: RedisServer
+) -> None:
+    """Write-ahead: whenever sequenced messages are handed to the socket, the store
+    already holds them. The owner then dies at exactly that point (its socket write
+    never happens): the client resumes on the other process and gets them once."""
+    a, b = pair
+    view = StoreView(redis_server.url, "pair")
+    client = await RawClient.connect(a.url)
+    ready = await client.hello()
+    session_id = ready.session_id
+    assert await reply(client, "echo warm") == "warm"
+    caught: list[int] = []
+    original = ClientConnection.write_items
+
+    def write_items(connection: ClientConnection, outbox: list[Output]) -> None:
+        seqs = _seqs(outbox)
+        if connection.loop is not asyncio.get_running_loop() or not seqs or caught:
+            original(connection, outbox)
+            return
+        # The store has every message of this write already (the test's own reading).
+        assert max(view.kept(session_id) or [0]) >= max(seqs)
+        assert view.state(session_id).out_last_seq >= max(seqs)
+        caught.extend(seqs)
+        # The process dies here: the socket write never happens, nothing more is stored.
+        journal = a.server._journals[session_id]
+        journal.lost = True
+        connection._abort()
+
+    try:
+        setattr(ClientConnection, "write_items", write_items)  # noqa: B010 - the probe
+        await client.text("burst 5")
+        await eventually(lambda: bool(caught), 3.0)
+    finally:
+        setattr(ClientConnection, "write_items", original)  # noqa: B010
+    assert not any(seq in client.raw for seq in caught), "the socket write happened"
+    resumed = await resume(b.url, client, session_id)
+    try:
+        items = await resumed.until(is_idle, 3.0)
+        assert "".join(chunks(items)) == "chunk 1 chunk 2 chunk 3 chunk 4 chunk 5"
+        assert sorted(resumed.raw) == list(range(client.last_seq + 1, resumed.last_seq + 1))
+        assert set(caught) <= set(resumed.raw)
+        assert json.loads(await reply(resumed, "history?")) == ["echo warm", "burst 5"]
+    finally:
+        await resumed.close()
+        await client.close()
+
+
+async def test_redis_unreachable_then_back(redis_server: RedisServer) -> None:
+    """New sessions are refused with START_FAILED while Redis is down; an existing
+    connection goes on from memory; once Redis is back (empty, as after a restart
+    without persistence) the session is written whole again and resumes on another
+    process with no message lost or repeated."""
+    with start_redis() as redis:
+        url = redis.store_url("down")
+        config = ServerConfig()
+        a = await start_server(store=RedisSessionStore(url, timeout=0.5), config=config)
+        b = await start_server(store=RedisSessionStore(url, timeout=0.5), config=config)
+        view = StoreView(redis.url, "down")
+        client = await RawClient.connect(a.url)
+        try:
+            ready = await client.hello()
+            assert await reply(client, "echo up") == "up"
+            redis.stop()
+            assert await reply(client, "echo down") == "down"  # from memory
+            refused = await RawClient.connect(a.url)
+            await refused.send_hello()
+            error = await refused.expect_message(Error, 3.0)
+            assert error.code == "START_FAILED"
+            assert (await refused.closed(3.0))[0] == 1011
+            await refused.close()
+            redis.start()  # empty: everything it held is gone
+            assert await reply(client, "echo back") == "back"
+            await eventually(lambda: _has(view, ready.session_id), 5.0, "the session rewritten")
+            await eventually(
+                lambda: view.state(ready.session_id).out_last_seq == client.last_seq, 5.0
+            )
+            client.abort()
+            resumed = await resume(b.url, client, ready.session_id)
+            try:
+                history = json.loads(await reply(resumed, "history?"))
+                # The conversation log before the restart went with Redis's memory
+                # (docs/deploy.md: run Redis with persistence to keep it); what the
+                # journal could not write while Redis was down is written now.
+                assert history == ["echo down", "echo back"]
+            finally:
+                await resumed.close()
+        finally:
+            await client.close()
+            await a.close()
+            await b.close()
+
+
+def _has(view: StoreView, session_id: str) -> bool:
+    try:
+        return bool(view.meta(session_id).get("state"))
+    except Exception:
+        return False
+
+
+async def test_redis_forgets_an_abandoned_session(redis_server: RedisServer) -> None:
+    """The keys of a parked session expire with its resume window (TTL), in Redis too."""
+    url = redis_server.store_url("ttl")
+    view = StoreView(redis_server.url, "ttl")
+    a = await start_server(store=RedisSessionStore(url), resume_window=0.6)
+    try:
+        client = await RawClient.connect(a.url)
+        ready = await client.hello()
+        assert await reply(client, "echo bye") == "bye"
+        ttl = _pttl(redis_server, f"ttl:{{{ready.session_id}}}")
+        assert 0 < ttl <= (0.6 + 2 * 0.5) * 1000 + 50  # the window and two refreshes
+        client.abort()
+        await eventually(lambda: a.server.session_count == 0, 3.0, "the window to close")
+        await eventually(lambda: not view.meta(ready.session_id).get("state"), 5.0)
+        await asyncio.sleep(0)
+    finally:
+        await a.close()
+
+
+def _pttl(redis: RedisServer, key: str) -> int:
+    return int(redis.command("pttl", key))
+
+
+async def test_acknowledged_messages_leave_the_store(redis_server: RedisServer) -> None:
+    """The store keeps only what the client has not acknowledged (§4.2), as the
+    process does: its memory per session is bounded the same way."""
+    url = redis_server.store_url("acks")
+    view = StoreView(redis_server.url, "acks")
+    a = await start_server(store=RedisSessionStore(url))
+    client = await RawClient.connect(a.url)
+    try:
+        ready = await client.hello()
+        assert await reply(client, "burst 20") != ""
+        await eventually(lambda: len(view.kept(ready.session_id)) == client.last_seq, 2.0)
+        await client.ack()
+        await client.text("echo x")
+        await client.until(is_idle)
+        await eventually(
+            lambda: view.kept(ready.session_id)[0] > 22 if view.kept(ready.session_id) else True,
+            2.0,
+        )
+    finally:
+        await client.close()
+        await a.close()
+
+
+async def test_the_conversation_log_is_bounded(redis_server: RedisServer) -> None:
+    url = redis_server.store_url("logcap")
+    view = StoreView(redis_server.url, "logcap")
+    store = RedisSessionStore(url, max_log_bytes=2000)
+    a = await start_server(store=store)
+    client = await RawClient.connect(a.url, auto_ack=True)
+    try:
+        ready = await client.hello()
+        for n in range(60):
+            await reply(client, f"echo message number {n}")
+        meta = view.meta(ready.session_id)
+        assert int(meta["logbytes"]) <= 2000
+        history = view.history(ready.session_id)
+        assert history, "the newest entries stay"
+        texts: list[Any] = [getattr(e, "text", None) for e in history]
+        assert "echo message number 59" in texts
+        assert "echo message number 0" not in texts
+    finally:
+        await client.close()
+        await a.close()
+
+
+async def test_a_write_overtaken_by_a_resume_on_the_same_process_is_not_a_lost_session(
+    redis_server: RedisServer,
+) -> None:
+    """A resume that lands on the process that has the session takes a new lease while
+    a write with the previous one is on its way: the refused write is written again with
+    the new lease, and the resumed connection is not closed as if another process had
+    the session (found by the load generator with two workers)."""
+    store = RedisSessionStore(redis_server.store_url("overtaken"))
+    a = await start_server(store=store)
+    client = await RawClient.connect(a.url)
+    held = asyncio.Event()
+    release = asyncio.Event()
+    original = store.write
+
+    def write(batch: Any) -> Any:
+        if held.is_set():
+            return original(batch)
+        held.set()
+        future = asyncio.get_running_loop().create_future()
+
+        async def later() -> None:
+            await release.wait()
+            try:
+                future.set_result(await original(batch))
+            except Exception as exc:
+                future.set_exception(exc)
+
+        asyncio.get_running_loop().create_task(later())
+        return future
+
+    try:
+        ready = await client.hello()
+        setattr(store, "write", write)  # noqa: B010 - the probe
+        await client.text("echo held")
+        await eventually(held.is_set, 2.0)
+        client.abort()
+        view = StoreView(redis_server.url, "overtaken")
+        before = view.owner(ready.session_id)
+        resuming = asyncio.get_running_loop().create_task(resume(a.url, client, ready.session_id))
+        # The resume took a new lease; its ready waits behind the write on its way.
+        await eventually(lambda: view.owner(ready.session_id) != before, 3.0)
+        release.set()
+        resumed = await resuming
+        items = await resumed.until(is_idle, 3.0)
+        assert "".join(chunks(items)) == "held"
+        assert await reply(resumed, "echo still mine") == "still mine"
+        assert resumed.close_info is None
+        await resumed.close()
+    finally:
+        release.set()
+        await client.close()
+        await a.close()
