@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import importlib.util
+import logging
 import os
 import signal
 import ssl
@@ -429,8 +430,8 @@ def serve(
     try:
         if agent is None:
             agent, factory, notice = load_default_agent(options)
-            if notice:
-                typer.echo(f"vrt: {notice}", err=True)
+            if notice:  # a log line, so that --log-format json keeps stderr all JSON
+                logging.getLogger("vrt.agents").warning("%s", notice)
         else:
             factory = load_agent(agent, options)
     except KeyError as exc:
