@@ -13,6 +13,8 @@ from typing import Any, Final
 
 import msgspec
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from vrt.protocol import (
     UNSET,
@@ -954,6 +956,137 @@ class TestSection11Limits:
             Limits(max_depth=1)
         with pytest.raises(ValueError, match="too small"):
             Limits(max_tools=-1)
+        with pytest.raises(ValueError, match="too small"):
+            Limits(max_json_values=15)
+
+
+def values_in(value: Any) -> int:
+    """The JSON values in ``value``, itself included: the reference count."""
+    if isinstance(value, dict):
+        return 1 + sum(values_in(item) for item in value.values())
+    if isinstance(value, list):
+        return 1 + sum(values_in(item) for item in value)
+    return 1
+
+
+def depth_of(value: Any) -> int:
+    if isinstance(value, dict):
+        return 1 + max((depth_of(item) for item in value.values()), default=0)
+    if isinstance(value, list):
+        return 1 + max((depth_of(item) for item in value), default=0)
+    return 0
+
+
+#: Strings that look like structure: brackets, commas, colons, quotes and backslashes.
+tricky_text = st.text(alphabet='[]{},:"\\ ab\u00e9', max_size=8)
+tricky_json = st.recursive(
+    st.none() | st.booleans() | st.integers(-(10**6), 10**6) | tricky_text,
+    lambda inner: st.lists(inner, max_size=4) | st.dictionaries(tricky_text, inner, max_size=4),
+    max_leaves=30,
+)
+
+
+class TestSection11JsonValues:
+    """§11 asks receivers to bound what a message costs: a frame holding more JSON values
+    than ``Limits.max_json_values`` is LIMIT_EXCEEDED, counted before it is parsed
+    (a 1 MiB frame of 340,000 empty arrays would otherwise be 25 MB of objects)."""
+
+    LIMIT: Final = 40
+
+    def frame_with(self, values: int) -> str:
+        """A context frame of exactly ``values`` JSON values: the message object, v, seq,
+        type and context (the array), then ``values - 5`` elements inside the array."""
+        return context_frame("[" + ",".join(["[]"] * (values - 5)) + "]")
+
+    def test_at_the_limit_passes_and_one_more_is_refused(self) -> None:
+        decoder = Decoder("client", Limits(max_json_values=self.LIMIT))
+        exact = self.frame_with(self.LIMIT)
+        assert values_in(json.loads(exact)) == self.LIMIT
+        decoded(decoder.decode(exact))
+        result = invalid(decoder.decode(self.frame_with(self.LIMIT + 1)), ErrorCode.LIMIT_EXCEEDED)
+        assert f"{self.LIMIT + 1} JSON values" in result.reason
+        assert f"at most {self.LIMIT}" in result.reason
+        assert "§11" in result.reason
+
+    def test_the_default_holds_at_its_boundary(self) -> None:
+        limit = Limits().max_json_values
+        assert limit == 100_000
+        decoded(CLIENT.decode(self.frame_with(limit)))
+        invalid(CLIENT.decode(self.frame_with(limit + 1)), ErrorCode.LIMIT_EXCEEDED)
+
+    def test_the_attack_shape_is_refused(self) -> None:
+        """The shape the hardening issue measured: a valid 1 MiB frame of empty arrays."""
+        text = context_frame("[" + ",".join(["[]"] * 340_000) + "]")
+        assert len(text) <= Limits().max_frame_bytes
+        result = invalid(CLIENT.decode(text), ErrorCode.LIMIT_EXCEEDED)
+        assert "340005 JSON values" in result.reason
+
+    def test_structure_inside_strings_does_not_count(self) -> None:
+        """Commas and brackets inside a string are text, not values: a long text of them
+        is one value, escaped quotes and backslashes included."""
+        text = frame("text", seq=1, text='[{,\\"}]' * 100_000)
+        assert text.count(",") > Limits().max_json_values
+        decoded(CLIENT.decode(text))
+
+    def test_empty_containers_and_whitespace(self) -> None:
+        decoder = Decoder("client", Limits(max_json_values=16))
+        # the message, v, seq, type, the context array, then 6: [ ] { } [ [ ] ] {"a": [ ]}
+        decoded(decoder.decode(context_frame('[ [ ] , { } , [ [\n] ] , {"a" : [\t]} ]')))
+        invalid(
+            decoder.decode(context_frame("[" + ",".join(["[ ]"] * 12) + "]")),
+            ErrorCode.LIMIT_EXCEEDED,
+        )
+
+    @given(value=tricky_json, pretty=st.booleans())
+    @settings(max_examples=300, deadline=None)
+    def test_the_count_is_exact(self, value: Any, pretty: bool) -> None:
+        """Counted in C from the frame's bytes, it agrees with a count over the parsed
+        value, whatever the strings hold and however the frame is spaced."""
+        message = {"v": 1, "seq": 1, "type": "context", "context": value}
+        text = json.dumps(message, indent=1 if pretty else None, ensure_ascii=False)
+        count = values_in(message)
+        for limit in (16, count - 1, count):
+            if limit < 16:
+                continue
+            decoder = Decoder("client", Limits(max_json_values=limit))
+            result = decoder.decode(text)
+            if count > limit:
+                assert isinstance(result, Invalid), (limit, count, text)
+                assert f"{count} JSON values" in result.reason
+            else:
+                assert not (isinstance(result, Invalid) and "JSON values" in result.reason)
+
+    @given(value=tricky_json)
+    @settings(max_examples=300, deadline=None)
+    def test_depth_is_exact_whatever_the_strings_hold(self, value: Any) -> None:
+        message = {"v": 1, "seq": 1, "type": "context", "context": value}
+        depth = 1 + depth_of(value)
+        text = json.dumps(message)
+        for limit in (4, depth - 1, depth):
+            if limit < 4:
+                continue
+            result = Decoder("client", Limits(max_depth=limit)).decode(text)
+            deeper = isinstance(result, Invalid) and "nests deeper" in result.reason
+            assert deeper == (depth > limit), (limit, depth, text)
+
+
+class TestHugeNumbers:
+    """A number of any length is valid JSON (RFC 8259): never MALFORMED, and never the
+    parser's own words. One beyond a double's range is INVALID_FIELD, as 1e400 is."""
+
+    @pytest.mark.parametrize("digits", [310, 401, 4301, 1_000_000 - 100])
+    def test_an_integer_of_any_length_is_invalid_field_in_vrts_words(self, digits: int) -> None:
+        for sign in ("", "-"):
+            text = context_frame("[" + sign + "1" * digits + "]")
+            result = invalid(CLIENT.decode(text), ErrorCode.INVALID_FIELD)
+            assert "beyond the range of a double" in result.reason
+            assert "4300" not in result.reason
+            assert "set_int_max_str_digits" not in result.reason
+
+    def test_a_long_integer_a_double_holds_is_read(self) -> None:
+        literal = "1" + "0" * 307  # 1e307
+        [value] = decoded(CLIENT.decode(context_frame("[" + literal + "]"))).message.context
+        assert value in (10**307, 1e307)
 
 
 def _pairs_without_duplicates(pairs: list[tuple[str, Any]]) -> dict[str, Any]:

@@ -18,17 +18,19 @@ Rules 2 and 3 read the last occurrence of a duplicated member, as JavaScript's
 
 The hot path is orjson to parse, a count of ``:`` against the parsed members to rule
 out duplicates without a second parse, jsonschema-rs with the files of ``schema/``, and
-msgspec to build the struct.
+msgspec to build the struct. Nothing walks the parsed value in Python: the values of a
+frame (bounded before it is parsed), its depth and its member names are counted over
+its bytes in C, so what a frame costs is linear in its size whatever its shape.
 """
 
 from __future__ import annotations
 
+import gc
 import json
 import math
-import re
-import sys
 from dataclasses import dataclass
 from functools import cache
+from itertools import accumulate
 from typing import Any, Final, Generic, NamedTuple, TypeVar, cast
 
 import msgspec
@@ -75,19 +77,30 @@ class Limits:
     """Bounds a decoder enforces (§11); see ``docs/limits.md``.
 
     A text frame beyond ``max_frame_bytes`` is refused before it is parsed; one nested
-    deeper than ``max_depth`` (the message object itself is depth 1) after; a ``hello``
-    with more than ``max_tools`` tools once it is otherwise valid; an audio frame beyond
+    deeper than ``max_depth`` (the message object itself is depth 1) after; one that
+    holds more than ``max_json_values`` JSON values before; a ``hello`` with more than
+    ``max_tools`` tools once it is otherwise valid; an audio frame beyond
     ``max_audio_frame_bytes``. Each gives ``LIMIT_EXCEEDED``.
     """
 
     max_frame_bytes: int = 1 << 20
     max_depth: int = 64
     max_tools: int = 128
+    #: Every JSON value counts: the message object, each member value, each array
+    #: element. What a frame costs to parse and keep grows with its values, not its
+    #: bytes (a 1 MiB frame of 340,000 empty arrays is 25 MB of Python objects), so
+    #: they are counted, in C, before the frame is parsed.
+    max_json_values: int = 100_000
     #: Audio frames (§8.1) are bounded separately: 20 ms of 48 kHz pcm16 is 1,920 bytes.
     max_audio_frame_bytes: int = 1 << 16
 
     def __post_init__(self) -> None:
-        if self.max_frame_bytes < 64 or self.max_depth < 4 or self.max_tools < 0:
+        if (
+            self.max_frame_bytes < 64
+            or self.max_depth < 4
+            or self.max_tools < 0
+            or self.max_json_values < 16
+        ):
             raise ValueError(f"limits too small to carry vRT messages: {self}")
         if self.max_depth > _PARSER_MAX_DEPTH:
             raise ValueError(
@@ -116,9 +129,16 @@ class Decoded(msgspec.Struct, Generic[M], frozen=True, gc=False):
 
 _TAKES_ANY_NUMBER: Final = (int, float)
 _ENVELOPE: Final = frozenset({"v", "seq", "type"})
-_DOUBLE_MAX: Final = sys.float_info.max
-_JSON_STRING: Final = re.compile(rb'"(?:[^"\\]|\\.)*"', re.DOTALL)
-_SURROGATE: Final = re.compile("[\ud800-\udfff]")
+_WHITESPACE: Final = b" \t\n\r"
+#: Every byte but the four brackets, for ``bytes.translate(None, ...)``.
+_NOT_BRACKETS: Final = bytes(b for b in range(256) if b not in b"[]{}")
+#: Opening brackets as the signed byte +1, closing ones as -1.
+_STEPS: Final = bytes.maketrans(b"[{]}", b"\x01\x01\xff\xff")
+#: A number with more digits than this is beyond the range of a double (~1.8e308)
+#: whatever its value; Python would refuse to read one past 4,300 digits anyway.
+_MAX_INTEGER_DIGITS: Final = 400
+#: Above this many brackets, a frame is parsed with the garbage collector paused.
+_MANY_CONTAINERS: Final = 2_000
 _SEQ_RULE: Final = {
     "transient": "always 0",
     "sequenced": "an integer from 1 to 4294967295",
@@ -143,6 +163,25 @@ def _shown(value: Any) -> str:
     return text if len(text) <= 40 else text[:37] + "..."
 
 
+def _parse(data: bytes) -> Any:
+    """``orjson.loads``, with the cyclic garbage collector paused for a frame of many
+    arrays and objects. Each container built counts towards a collection, and the
+    collections that run while 100,000 of them are built walk them again and again:
+    measured, parsing took 3 to 4 times as long. Paused, they are walked once, later."""
+    if data.count(b"[") + data.count(b"{") < _MANY_CONTAINERS or not gc.isenabled():
+        return orjson.loads(data)
+    gc.disable()
+    try:
+        return orjson.loads(data)
+    finally:
+        gc.enable()
+
+
+def _read_integer(digits: str) -> int | float:
+    # Beyond a double's range either way: read as infinity, which _walk reports.
+    return int(digits) if len(digits) <= _MAX_INTEGER_DIGITS else math.inf
+
+
 def _parse_fallback(data: bytes) -> Any | Invalid:
     """Parse what orjson refused: numbers beyond the double range and unpaired surrogates
     are JSON (RFC 8259) that orjson does not read; everything else it refuses is not JSON.
@@ -156,63 +195,67 @@ def _parse_fallback(data: bytes) -> Any | Invalid:
         raise ValueError(f"{name} is not a JSON value")
 
     try:
-        return json.loads(text, parse_constant=no_constants)
+        return json.loads(text, parse_constant=no_constants, parse_int=_read_integer)
     except RecursionError:
         return Invalid(ErrorCode.LIMIT_EXCEEDED, "the frame is nested too deeply")
     except ValueError as exc:
         return Invalid(ErrorCode.MALFORMED, f"the frame is not JSON: {exc}")
 
 
-def _walk(value: dict[str, Any], max_depth: int, check_values: bool) -> tuple[int, int, str]:
-    """Count the members of every object, and find the depth (stopping past max_depth).
+def _outside_strings(data: bytes) -> bytes:
+    """``data`` with every JSON string emptied (``""``), in C: with the escapes ``\\\\``
+    and ``\\"`` gone (taken left to right, as JSON reads them), every ``"`` left opens
+    or closes a string."""
+    plain = data.replace(b"\\\\", b"").replace(b'\\"', b"")
+    return b'""'.join(plain.split(b'"')[::2])
 
-    With ``check_values``, also report the first number beyond the double range or
-    string with an unpaired surrogate (only the fallback parser lets them through).
+
+def _too_many_values(data: bytes, limit: int) -> int:
+    """The number of JSON values in ``data`` when it is more than ``limit``; 0 otherwise.
+
+    Counted in C, without parsing: outside strings, each non-empty array or object holds
+    one value more than it has commas, so a frame holds ``1 + commas + non-empty
+    containers`` values. Counting the brackets and commas of the whole frame, strings
+    included, bounds that from above, which settles the common case in one pass.
     """
-    members = 0
-    depth = 0
-    problem = ""
-    stack: list[tuple[Any, int]] = [(value, 1)]
-    while stack:
-        node, level = stack.pop()
-        depth = max(depth, level)
-        if depth > max_depth:
-            break
-        children = node.values() if isinstance(node, dict) else node
-        if isinstance(node, dict):
-            members += len(node)
-            if check_values and not problem:
-                problem = next((f"member name {k!r}" for k in node if _SURROGATE.search(k)), "")
-        for child in children:
-            if isinstance(child, (dict, list)):
-                stack.append((child, level + 1))
-            elif check_values and not problem:
-                if (isinstance(child, float) and not math.isfinite(child)) or (
-                    type(child) is int and abs(child) > _DOUBLE_MAX
-                ):
-                    problem = "a number beyond the range of a double"
-                elif isinstance(child, str) and _SURROGATE.search(child):
-                    problem = "a string with an unpaired surrogate"
-    return members, depth, problem
+    bound = 1 + data.count(b",") + data.count(b"[") + data.count(b"{")
+    if bound <= limit:
+        return 0
+    bare = _outside_strings(data).translate(None, _WHITESPACE)
+    empty = bare.count(b"[]") + bare.count(b"{}")
+    count = 1 + bare.count(b",") + bare.count(b"[") + bare.count(b"{") - empty
+    return count if count > limit else 0
 
 
-def _plainly_unique(data: bytes, value: dict[str, Any], max_depth: int) -> bool:
-    """True when counting proves the frame has no member name twice in one object and
-    nests at most ``max_depth`` deep; False means "look closer" (``_walk``).
+def _deeper_than(data: bytes, max_depth: int) -> bool:
+    """Whether the frame (parsed already, so its brackets match) nests deeper than
+    ``max_depth``: its brackets alone, read as +1 and -1, rise as high as it nests
+    (the running sum is taken in C)."""
+    if data.count(b"[") + data.count(b"{") <= max_depth:
+        return False
+    steps = _outside_strings(data).translate(_STEPS, _NOT_BRACKETS)
+    return max(accumulate(memoryview(steps).cast("b"))) > max_depth
+
+
+def _unique_names(data: bytes, value: dict[str, Any]) -> bool:
+    """Whether no object of the frame has a member name twice (§2.2), by counting.
 
     Outside strings JSON has a ':' only after a member name. A flat object whose ':'
     count equals its member count has no duplicate. Otherwise re-encode what was
-    parsed: duplicates were dropped from it, with any ':' in their values, so without
-    ``\\u`` escapes (which could hide a ':' in the frame) equal counts mean no
-    duplicate. Brackets, even inside strings, bound the depth from above.
+    parsed: duplicates were dropped from it, with any ':' in their values, so equal
+    counts mean no duplicate (a ``\\u`` escape can hide a ':' that the re-encoding
+    writes plainly). Otherwise only the ':' outside strings settle it.
     """
     colons = data.count(b":")
-    opens = data.count(b"{")
-    if opens == 1 and b"[" not in data:
-        return colons == len(value)
-    if opens + data.count(b"[") > max_depth or b"\\u" in data:
-        return False
-    return colons == orjson.dumps(value).count(b":")
+    if colons == len(value) and b"[" not in data and data.count(b"{") == 1:
+        return True
+    try:
+        again = orjson.dumps(value)
+    except orjson.JSONEncodeError:  # an unpaired surrogate or an integer past 64 bits
+        again = json.dumps(value).encode()
+    if colons == again.count(b":") and b"\\u" not in data:
+        return True
+    return _outside_strings(data).count(b":") == _outside_strings(again).count(b":")
 
 
 def _duplicate_name(data: bytes) -> str:
@@ -272,9 +315,16 @@ class Decoder:
                 f"the frame has {len(data)} bytes; this receiver takes at most "
                 f"{limits.max_frame_bytes} (§11)",
             )
-        fallback = False
+        values = _too_many_values(data, limits.max_json_values)
+        if values:
+            return Invalid(
+                ErrorCode.LIMIT_EXCEEDED,
+                f"the frame holds {values} JSON values; this receiver takes at most "
+                f"{limits.max_json_values} (§11)",
+            )
+        unfaithful = ""  # what orjson refused in a frame that is JSON
         try:
-            value = orjson.loads(data)
+            value = _parse(data)
         except orjson.JSONDecodeError as exc:
             why = str(exc)
             if "depth limit" in why:
@@ -286,7 +336,11 @@ class Decoder:
             value = _parse_fallback(data)
             if isinstance(value, Invalid):
                 return value
-            fallback = True
+            unfaithful = (
+                "a string with an unpaired surrogate"
+                if "surrogate" in why
+                else "a number beyond the range of a double"
+            )
         if type(value) is not dict:
             return Invalid(ErrorCode.MALFORMED, f"the frame is {_kind(value)}, not a JSON object")
 
@@ -303,10 +357,9 @@ class Decoder:
             return Invalid(ErrorCode.UNKNOWN_TYPE, self._unknown_type(value))
         type_ = schema.type
 
-        if fallback or not _plainly_unique(data, value, self._limits.max_depth):
-            problem = self._structure(data, value, fallback, type_)
-            if problem is not None:
-                return problem
+        problem = self._structure(data, value, unfaithful, type_)
+        if problem is not None:
+            return problem
         if not schema.validator.is_valid(value):
             return Invalid(ErrorCode.INVALID_FIELD, self._explain(schema, value), type_)
         if type_ == "hello" and "tools" in value:
@@ -354,27 +407,28 @@ class Decoder:
         return f"{type_!r} is not a {self.sender} message type of vRT v1 (§9.1)"
 
     def _structure(
-        self, data: bytes, value: dict[str, Any], fallback: bool, type_: str
+        self, data: bytes, value: dict[str, Any], unfaithful: str, type_: str
     ) -> Invalid | None:
-        colons = data.count(b":")
-        members, depth, problem = _walk(value, self._limits.max_depth, fallback)
-        if depth > self._limits.max_depth:
+        """Depth (§11), member names given twice (§2.2), then ``unfaithful``: what the
+        fallback parser let through that cannot be passed on faithfully."""
+        max_depth = self._limits.max_depth
+        if _deeper_than(data, max_depth):
             return Invalid(
                 ErrorCode.LIMIT_EXCEEDED,
-                f"the message nests deeper than {self._limits.max_depth} levels (§11)",
+                f"the message nests deeper than {max_depth} levels (§11)",
                 type_,
             )
-        if colons != members and _JSON_STRING.sub(b'""', data).count(b":") != members:
+        if not _unique_names(data, value):
             name = _duplicate_name(data)
             return Invalid(
                 ErrorCode.INVALID_FIELD,
                 f"{type_}: member {name!r} appears twice in one object (§2.2)",
                 type_,
             )
-        if problem:
+        if unfaithful:
             return Invalid(
                 ErrorCode.INVALID_FIELD,
-                f"{type_}: holds {problem}, which cannot be passed on faithfully",
+                f"{type_}: holds {unfaithful}, which cannot be passed on faithfully",
                 type_,
             )
         return None
