@@ -276,6 +276,26 @@ class TestReadBudget:
         await client.close()
 
 
+class TestJsonValues:
+    async def test_a_message_of_too_many_values_is_refused_and_the_session_goes_on(
+        self, start: StartServer
+    ) -> None:
+        """A valid message of 300,000 empty arrays (1 MB: 25 MB of Python objects once
+        parsed) is refused before it is parsed, LIMIT_EXCEEDED and recoverable (§11,
+        §9.1); the context before it stays and the session answers."""
+        server = await start()
+        client = await RawClient.connect(server.url)
+        await client.hello(context={"doc": "a"})
+        await client.send_sequenced("context", context=[[]] * 300_000)
+        error = await client.expect_message(Error, timeout=10)
+        assert (error.code, error.recoverable) == ("LIMIT_EXCEEDED", True)
+        assert "300005 JSON values" in error.message
+        await client.text("context?")
+        replies = await client.until(is_idle, timeout=10)
+        assert json.loads("".join(chunks(replies))) == {"doc": "a"}
+        await client.close()
+
+
 # --- 4. memory within the limits --------------------------------------------------------
 
 
@@ -309,10 +329,11 @@ class TestSessionMemoryBudget:
 
     async def test_an_inflating_context_is_kept_at_its_size(self, start: StartServer) -> None:
         """A context of empty arrays is kept as its JSON, not as 25x its size in Python
-        objects (1 MB of them cost 25 MB per session before)."""
+        objects (1 MB of them cost 25 MB per session before). 99,000 is as many as the
+        bound on JSON values lets through (docs/limits.md)."""
         server = await start()
         client = await RawClient.connect(server.url)
-        ready = await client.hello(context=[[]] * 100_000)
+        ready = await client.hello(context=[[]] * 99_000)
         record = server.session(ready.session_id).record
         assert len(record.context_json) < 400_000
         await client.close()
