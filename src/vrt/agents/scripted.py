@@ -148,6 +148,7 @@ from .base import (
     UserTextReceived,
 )
 from .history import HistoryEntry, PlaybackStopped, UserSaid
+from .strict_json import parse_json
 
 #: Contexts and playback reports the agent remembers: its state stays bounded however
 #: many a client sends (docs/limits.md).
@@ -188,18 +189,6 @@ def _sorted_keys(value: Any) -> Any:
     if isinstance(value, list):
         return [_sorted_keys(item) for item in value]
     return value
-
-
-def _reject_constant(name: str) -> Any:
-    # NaN and Infinity are not JSON (RFC 8259) and could not go on the wire.
-    raise ValueError(f"{name} is not JSON")
-
-
-def _parse_json(text: str) -> tuple[bool, Any]:
-    try:
-        return True, json.loads(text, parse_constant=_reject_constant)
-    except ValueError:
-        return False, None
 
 
 def _parse_count(word: str | None, maximum: int) -> int | None:
@@ -389,7 +378,7 @@ class ScriptedAgent:
         if len(parts) < 2:
             self._usage(turn, "call TOOL JSON")
             return
-        valid, arguments = _parse_json(parts[2] if len(parts) > 2 else "")
+        valid, arguments = parse_json(parts[2] if len(parts) > 2 else "")
         if not valid:
             if turn.text("error invalid JSON"):
                 turn.end()
@@ -407,7 +396,7 @@ class ScriptedAgent:
         if count is None or len(parts) < 3:
             self._usage(turn, "calls N TOOL JSON")
             return
-        valid, arguments = _parse_json(parts[3] if len(parts) > 3 else "")
+        valid, arguments = parse_json(parts[3] if len(parts) > 3 else "")
         if not valid:
             if turn.text("error invalid JSON"):
                 turn.end()
