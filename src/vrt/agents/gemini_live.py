@@ -79,7 +79,6 @@ from .base import (
     AudioItem,
     ContextChanged,
     ResponseInterrupted,
-    SessionInfo,
     ToolSettled,
     Turn,
     UserTextReceived,
@@ -92,6 +91,7 @@ from .provider_socket import (
     ProviderAgent,
     ProviderSocket,
     check_ws_url,
+    keyed_factory,
     option_reader,
     register_secret,
 )
@@ -211,13 +211,7 @@ def setup(options: dict[str, str]) -> AgentFactory:
             "(the key is read only from there)"
         )
     config = config_from(options, os.environ)
-    register_secret(api_key, log, _WIRE_LOG)
-
-    def factory(info: SessionInfo) -> GeminiLiveAgent:
-        del info  # everything the agent needs is on its AgentSession when it runs
-        return GeminiLiveAgent(config, api_key)
-
-    return factory
+    return keyed_factory(GeminiLiveAgent, config, api_key, log, _WIRE_LOG)
 
 
 # --- per provider session state ------------------------------------------------------

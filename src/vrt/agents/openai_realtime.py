@@ -103,7 +103,6 @@ from .base import (
     ContextChanged,
     PlaybackReported,
     ResponseInterrupted,
-    SessionInfo,
     ToolCallHandle,
     ToolSettled,
     Turn,
@@ -117,6 +116,7 @@ from .provider_socket import (
     ProviderAgent,
     ProviderSocket,
     check_ws_url,
+    keyed_factory,
     option_reader,
     redact,
     register_secret,
@@ -240,13 +240,7 @@ def setup(options: dict[str, str]) -> AgentFactory:
             "set OPENAI_API_KEY in the environment (the key is read only from there)"
         )
     config = config_from(options, os.environ)
-    register_secret(api_key, log, _WIRE_LOG)
-
-    def factory(info: SessionInfo) -> OpenAIRealtimeAgent:
-        del info  # everything the agent needs is on its AgentSession when it runs
-        return OpenAIRealtimeAgent(config, api_key)
-
-    return factory
+    return keyed_factory(OpenAIRealtimeAgent, config, api_key, log, _WIRE_LOG)
 
 
 # --- per provider session state ------------------------------------------------------

@@ -35,7 +35,15 @@ import orjson
 import websockets
 from websockets.asyncio.client import ClientConnection, connect
 
-from .base import AgentInput, AgentSession, AgentSetupError, AudioReceived
+from .base import (
+    Agent,
+    AgentFactory,
+    AgentInput,
+    AgentSession,
+    AgentSetupError,
+    AudioReceived,
+    SessionInfo,
+)
 
 __all__ = [
     "LinkSettings",
@@ -43,6 +51,7 @@ __all__ = [
     "ProviderSocket",
     "SessionOver",
     "check_ws_url",
+    "keyed_factory",
     "loopback",
     "option_reader",
     "redact",
@@ -192,6 +201,26 @@ class LinkSettings:
     max_failed_links: int = 5
     #: Seconds without reaching the provider before the vRT session ends.
     give_up_after: float = 300.0
+
+
+C = TypeVar("C", bound=LinkSettings)
+
+
+def keyed_factory(
+    agent: Callable[[C, str], Agent],
+    config: C,
+    api_key: str,
+    *loggers: logging.Logger,
+) -> AgentFactory:
+    """The factory of an adapter whose agents all get ``config`` and ``api_key``; the
+    key is redacted from ``loggers`` from now on (:func:`register_secret`)."""
+    register_secret(api_key, *loggers)
+
+    def factory(info: SessionInfo) -> Agent:
+        del info  # everything the agent needs is on its AgentSession when it runs
+        return agent(config, api_key)
+
+    return factory
 
 
 class SessionOver(Exception):
