@@ -53,24 +53,10 @@ class NoEpochGate(ClientSession):
 class AnswersTwice(ClientSession):
     """Sends every tool.result twice, as two sequenced messages."""
 
-    def _answer(
-        self,
-        call: ToolCall,
-        ok: bool,
-        now: float,
-        *,
-        output: Any = None,
-        code: FailureCode | None = None,
-        message: str | None = None,
-    ) -> bool:
-        sent = super()._answer(call, ok, now, output=output, code=code, message=message)
+    def _answer(self, result: ToolResult, now: float) -> bool:
+        sent = super()._answer(result, now)
         if sent:
-            again = (
-                ToolResult.success(call.call_id, call.epoch, output)
-                if ok
-                else ToolResult.failure(call.call_id, call.epoch, code or "FAILED", message)
-            )
-            self._input(ClientInput.SEND, again, now)
+            self._input(ClientInput.SEND, result, now)
         return sent
 
 
@@ -94,18 +80,9 @@ class NoDedupe(ClientSession):
         self._calls.enqueue(call)
         self._next_call(now)
 
-    def _answer(
-        self,
-        call: ToolCall,
-        ok: bool,
-        now: float,
-        *,
-        output: Any = None,
-        code: FailureCode | None = None,
-        message: str | None = None,
-    ) -> bool:
-        self._calls._answered.pop(call.call_id, None)
-        return super()._answer(call, ok, now, output=output, code=code, message=message)
+    def _answer(self, result: ToolResult, now: float) -> bool:
+        self._calls._answered.pop(result.call_id, None)
+        return super()._answer(result, now)
 
 
 class Concurrent(ClientSession):
@@ -120,7 +97,8 @@ class Concurrent(ClientSession):
             if self._is_closed(call.epoch):
                 self._answer_interrupted(call, now)
             elif call.name not in self.tools:
-                self._answer(call, False, now, code="FAILED", message="no such tool")
+                failed = ToolResult.failure(call.call_id, call.epoch, "FAILED", "no such tool")
+                self._answer(failed, now)
             else:
                 self._many[call.call_id] = call
                 self._events.append(
@@ -146,7 +124,11 @@ class Concurrent(ClientSession):
         call = self._many.pop(call_id, None)
         if call is None:
             return False
-        return self._answer(call, ok, now, output=output, code=code, message=message)
+        if ok:
+            result = ToolResult.success(call.call_id, call.epoch, output)
+        else:
+            result = ToolResult.failure(call.call_id, call.epoch, code or "FAILED", message)
+        return self._answer(result, now)
 
 
 class _SendsEarly(ClientSession):

@@ -79,7 +79,6 @@ from .base import (
     AudioItem,
     ContextChanged,
     ResponseInterrupted,
-    SessionInfo,
     ToolSettled,
     Turn,
     UserTextReceived,
@@ -88,9 +87,11 @@ from .context_data import CONTEXT_RULE, context_message
 from .function_names import GEMINI, FunctionNames
 from .history import HistoryEntry
 from .provider_socket import (
+    LinkSettings,
     ProviderAgent,
     ProviderSocket,
     check_ws_url,
+    keyed_factory,
     option_reader,
     register_secret,
 )
@@ -153,7 +154,7 @@ _INTERRUPTED_NOTE: Final = (
 
 
 @dataclass(frozen=True, slots=True)
-class GeminiConfig:
+class GeminiConfig(LinkSettings):
     """Everything but the API key (not a field, so no repr can print it)."""
 
     model: str = DEFAULT_MODEL
@@ -162,15 +163,6 @@ class GeminiConfig:
     base_url: str = DEFAULT_BASE_URL
     #: Input and output audio transcription (user and agent transcripts).
     transcripts: bool = True
-    #: For the WebSocket handshake, and for ``setupComplete``.
-    connect_timeout: float = 10.0
-    reconnect_initial: float = 0.5
-    reconnect_max: float = 10.0
-    #: Provider sessions in a row that end within 10 s of opening before the vRT session
-    #: ends.
-    max_failed_links: int = 5
-    #: Seconds without reaching the provider before the vRT session ends.
-    give_up_after: float = 300.0
 
     @property
     def model_name(self) -> str:
@@ -219,13 +211,7 @@ def setup(options: dict[str, str]) -> AgentFactory:
             "(the key is read only from there)"
         )
     config = config_from(options, os.environ)
-    register_secret(api_key, log, _WIRE_LOG)
-
-    def factory(info: SessionInfo) -> GeminiLiveAgent:
-        del info  # everything the agent needs is on its AgentSession when it runs
-        return GeminiLiveAgent(config, api_key)
-
-    return factory
+    return keyed_factory(GeminiLiveAgent, config, api_key, log, _WIRE_LOG)
 
 
 # --- per provider session state ------------------------------------------------------

@@ -92,6 +92,7 @@ from .function_names import OPENAI, FunctionNames
 from .history import HistoryEntry
 from .provider_socket import loopback
 from .replay import chat_messages
+from .strict_json import parse_json
 from .usage import TokenUsage, count
 
 if TYPE_CHECKING:
@@ -226,13 +227,13 @@ class _Call:
 
     def parsed(self) -> dict[str, Any] | None:
         """The arguments, when they are a JSON object (what a function takes)."""
-        valid, arguments = _parse_arguments(self.arguments)
+        valid, arguments = parse_json(self.arguments)
         return arguments if valid and isinstance(arguments, dict) else None
 
     def complete(self) -> bool:
         """The arguments so far are a whole JSON value: a new id at this call's index
         is a new call, not the next chunk of this one."""
-        return _parse_arguments("".join(self.fragments))[0]
+        return parse_json("".join(self.fragments))[0]
 
     def history_arguments(self) -> str:
         """The arguments as the history keeps them: verbatim when they are a JSON
@@ -742,17 +743,6 @@ def _error_text(data: Any) -> str:
 
 def _json(value: Any) -> str:
     return json.dumps(value, ensure_ascii=False)
-
-
-def _reject_constant(name: str) -> Any:
-    raise ValueError(f"{name} is not JSON")
-
-
-def _parse_arguments(text: str) -> tuple[bool, Any]:
-    try:
-        return True, json.loads(text, parse_constant=_reject_constant)
-    except ValueError:
-        return False, None
 
 
 # --- setup -----------------------------------------------------------------------------

@@ -103,7 +103,6 @@ from .base import (
     ContextChanged,
     PlaybackReported,
     ResponseInterrupted,
-    SessionInfo,
     ToolCallHandle,
     ToolSettled,
     Turn,
@@ -113,9 +112,11 @@ from .context_data import CONTEXT_NOTE, CONTEXT_RULE, context_message, json_text
 from .function_names import OPENAI, FunctionNames
 from .history import HistoryEntry
 from .provider_socket import (
+    LinkSettings,
     ProviderAgent,
     ProviderSocket,
     check_ws_url,
+    keyed_factory,
     option_reader,
     redact,
     register_secret,
@@ -187,7 +188,7 @@ _NOT_RUN: Final = {
 
 
 @dataclass(frozen=True, slots=True)
-class RealtimeConfig:
+class RealtimeConfig(LinkSettings):
     """Everything but the API key, which never leaves ``OPENAI_API_KEY`` and the
     ``Authorization`` header (it is not a field, so no repr can print it)."""
 
@@ -198,15 +199,6 @@ class RealtimeConfig:
     #: None turns input transcription (user transcripts) off.
     transcription_model: str | None = DEFAULT_TRANSCRIPTION_MODEL
     turn_detection: str = "server_vad"
-    #: For the WebSocket handshake, and for ``session.updated`` to confirm the session.
-    connect_timeout: float = 10.0
-    reconnect_initial: float = 0.5
-    reconnect_max: float = 10.0
-    #: Provider sessions in a row that end within 10 s of opening before the vRT session
-    #: ends (a connection that keeps failing is not retried for ever).
-    max_failed_links: int = 5
-    #: Seconds without reaching the provider before the vRT session ends.
-    give_up_after: float = 300.0
 
     def url(self) -> str:
         separator = "&" if "?" in self.base_url else "?"
@@ -248,13 +240,7 @@ def setup(options: dict[str, str]) -> AgentFactory:
             "set OPENAI_API_KEY in the environment (the key is read only from there)"
         )
     config = config_from(options, os.environ)
-    register_secret(api_key, log, _WIRE_LOG)
-
-    def factory(info: SessionInfo) -> OpenAIRealtimeAgent:
-        del info  # everything the agent needs is on its AgentSession when it runs
-        return OpenAIRealtimeAgent(config, api_key)
-
-    return factory
+    return keyed_factory(OpenAIRealtimeAgent, config, api_key, log, _WIRE_LOG)
 
 
 # --- per provider session state ------------------------------------------------------

@@ -27,14 +27,23 @@ import logging
 import random
 from collections import deque
 from collections.abc import Callable, Mapping
-from typing import Any, ClassVar, Final, Generic, NoReturn, Protocol, TypeVar
+from dataclasses import dataclass
+from typing import Any, ClassVar, Final, Generic, NoReturn, TypeVar
 from urllib.parse import urlsplit
 
 import orjson
 import websockets
 from websockets.asyncio.client import ClientConnection, connect
 
-from .base import AgentInput, AgentSession, AgentSetupError, AudioReceived
+from .base import (
+    Agent,
+    AgentFactory,
+    AgentInput,
+    AgentSession,
+    AgentSetupError,
+    AudioReceived,
+    SessionInfo,
+)
 
 __all__ = [
     "LinkSettings",
@@ -42,6 +51,7 @@ __all__ = [
     "ProviderSocket",
     "SessionOver",
     "check_ws_url",
+    "keyed_factory",
     "loopback",
     "option_reader",
     "redact",
@@ -176,21 +186,41 @@ class ProviderSocket:
             await asyncio.wait_for(self.ws.close(), 2.0)
 
 
-class LinkSettings(Protocol):
-    """The settings :class:`ProviderAgent` reads from an adapter's configuration."""
+@dataclass(frozen=True, slots=True)
+class LinkSettings:
+    """The settings :class:`ProviderAgent` reads: the first fields of each adapter's
+    configuration, which gives ``base_url`` its provider's default."""
 
-    @property
-    def base_url(self) -> str: ...
-    @property
-    def connect_timeout(self) -> float: ...
-    @property
-    def reconnect_initial(self) -> float: ...
-    @property
-    def reconnect_max(self) -> float: ...
-    @property
-    def max_failed_links(self) -> int: ...
-    @property
-    def give_up_after(self) -> float: ...
+    base_url: str
+    #: For the WebSocket handshake, and for the provider's confirmation of the session.
+    connect_timeout: float = 10.0
+    reconnect_initial: float = 0.5
+    reconnect_max: float = 10.0
+    #: Provider sessions in a row that end within 10 s of opening before the vRT session
+    #: ends (a connection that keeps failing is not retried for ever).
+    max_failed_links: int = 5
+    #: Seconds without reaching the provider before the vRT session ends.
+    give_up_after: float = 300.0
+
+
+C = TypeVar("C", bound=LinkSettings)
+
+
+def keyed_factory(
+    agent: Callable[[C, str], Agent],
+    config: C,
+    api_key: str,
+    *loggers: logging.Logger,
+) -> AgentFactory:
+    """The factory of an adapter whose agents all get ``config`` and ``api_key``; the
+    key is redacted from ``loggers`` from now on (:func:`register_secret`)."""
+    register_secret(api_key, *loggers)
+
+    def factory(info: SessionInfo) -> Agent:
+        del info  # everything the agent needs is on its AgentSession when it runs
+        return agent(config, api_key)
+
+    return factory
 
 
 class SessionOver(Exception):

@@ -131,7 +131,7 @@ from collections.abc import Callable, Coroutine, Sequence
 from typing import Any, Final
 
 from ..audio import EnergyVad, frame_bytes, tone
-from ..protocol.messages import PCM16_24K, Format
+from ..protocol.messages import PCM16_24K, Format, TurnStateName
 from .base import (
     AgentFactory,
     AgentInput,
@@ -148,6 +148,7 @@ from .base import (
     UserTextReceived,
 )
 from .history import HistoryEntry, PlaybackStopped, UserSaid
+from .strict_json import parse_json
 
 #: Contexts and playback reports the agent remembers: its state stays bounded however
 #: many a client sends (docs/limits.md).
@@ -188,18 +189,6 @@ def _sorted_keys(value: Any) -> Any:
     if isinstance(value, list):
         return [_sorted_keys(item) for item in value]
     return value
-
-
-def _reject_constant(name: str) -> Any:
-    # NaN and Infinity are not JSON (RFC 8259) and could not go on the wire.
-    raise ValueError(f"{name} is not JSON")
-
-
-def _parse_json(text: str) -> tuple[bool, Any]:
-    try:
-        return True, json.loads(text, parse_constant=_reject_constant)
-    except ValueError:
-        return False, None
 
 
 def _parse_count(word: str | None, maximum: int) -> int | None:
@@ -365,9 +354,13 @@ class ScriptedAgent:
         elif command == "calls":
             await self._calls(turn, text)
         elif command == "speak":
-            await self._speak(turn, argument)
+            ms = self._count(turn, argument, MAX_MS, "speak MS", "speaking")
+            if ms is not None:
+                await self._speak(turn, ms)
         elif command == "server-tool":
-            await self._server_tool(turn, argument)
+            ms = self._count(turn, argument, MAX_MS, "server-tool MS", "acting")
+            if ms is not None:
+                await self._server_tool(turn, ms)
 
     def _reply_now(self, session: AgentSession, turn: Turn, words: list[str]) -> None:
         command = words[0] if words else ""
@@ -384,17 +377,41 @@ class ScriptedAgent:
         if turn.text(f"error usage: {usage}"):
             turn.end()
 
+    @classmethod
+    def _count(
+        cls,
+        turn: Turn,
+        argument: str | None,
+        maximum: int,
+        usage: str,
+        state: TurnStateName | None = None,
+    ) -> int | None:
+        """The command's count, with the turn moved to ``state`` when given; None when
+        the count is not one (the reply says the usage) or the turn is gone."""
+        count = _parse_count(argument, maximum)
+        if count is None:
+            cls._usage(turn, usage)
+            return None
+        return count if state is None or turn.state(state) else None
+
+    @staticmethod
+    def _start_acting(turn: Turn, text: str) -> tuple[bool, Any]:
+        """``(True, arguments)`` with the turn acting; ``(False, None)`` when ``text`` is
+        not JSON (the reply says so) or the turn is gone."""
+        valid, arguments = parse_json(text)
+        if not valid:
+            if turn.text("error invalid JSON"):
+                turn.end()
+            return False, None
+        return turn.state("acting"), arguments
+
     async def _call(self, turn: Turn, text: str) -> None:
         parts = text.split(maxsplit=2)
         if len(parts) < 2:
             self._usage(turn, "call TOOL JSON")
             return
-        valid, arguments = _parse_json(parts[2] if len(parts) > 2 else "")
-        if not valid:
-            if turn.text("error invalid JSON"):
-                turn.end()
-            return
-        if not turn.state("acting"):
+        acting, arguments = self._start_acting(turn, parts[2] if len(parts) > 2 else "")
+        if not acting:
             return
         pending = _issue(turn, parts[1], arguments)
         settled = await pending if pending is not None else None
@@ -407,12 +424,8 @@ class ScriptedAgent:
         if count is None or len(parts) < 3:
             self._usage(turn, "calls N TOOL JSON")
             return
-        valid, arguments = _parse_json(parts[3] if len(parts) > 3 else "")
-        if not valid:
-            if turn.text("error invalid JSON"):
-                turn.end()
-            return
-        if not turn.state("acting"):
+        acting, arguments = self._start_acting(turn, parts[3] if len(parts) > 3 else "")
+        if not acting:
             return
         pending = [_issue(turn, parts[2], arguments) for _ in range(count)]
         issued = [future for future in pending if future is not None]
@@ -423,13 +436,7 @@ class ScriptedAgent:
                 return
         turn.end()
 
-    async def _speak(self, turn: Turn, argument: str | None) -> None:
-        ms = _parse_count(argument, MAX_MS)
-        if ms is None:
-            self._usage(turn, "speak MS")
-            return
-        if not turn.state("speaking"):
-            return
+    async def _speak(self, turn: Turn, ms: int) -> None:
         fmt = _audio_format(turn)
         size = frame_bytes(fmt, ms) if fmt is not None else 0
         item: AudioItem | None = turn.audio() if size else None
@@ -445,22 +452,15 @@ class ScriptedAgent:
         turn.end()
 
     def _burst(self, turn: Turn, argument: str | None) -> None:
-        count = _parse_count(argument, MAX_BURST)
+        count = self._count(turn, argument, MAX_BURST, "burst N")
         if count is None:
-            self._usage(turn, "burst N")
             return
         for k in range(1, count + 1):
             if not turn.text(f"chunk {k}" if k == 1 else f" chunk {k}"):
                 return
         turn.end()
 
-    async def _server_tool(self, turn: Turn, argument: str | None) -> None:
-        ms = _parse_count(argument, MAX_MS)
-        if ms is None:
-            self._usage(turn, "server-tool MS")
-            return
-        if not turn.state("acting"):
-            return
+    async def _server_tool(self, turn: Turn, ms: int) -> None:
         handle = turn.tool_call("server.sleep", server_side=True)
         if handle is None:
             return

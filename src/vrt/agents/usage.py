@@ -43,26 +43,19 @@ class TokenUsage:
     input_audio_tokens: int = 0
     output_audio_tokens: int = 0
 
-    def add(
-        self,
-        *,
-        input_tokens: int = 0,
-        output_tokens: int = 0,
-        cached_input_tokens: int = 0,
-        input_audio_tokens: int = 0,
-        output_audio_tokens: int = 0,
-    ) -> None:
-        self.responses += 1
-        self.input_tokens += input_tokens
-        self.output_tokens += output_tokens
-        self.cached_input_tokens += cached_input_tokens
-        self.input_audio_tokens += input_audio_tokens
-        self.output_audio_tokens += output_audio_tokens
+    def add(self, other: TokenUsage) -> None:
+        """Add ``other``'s totals to these (a response's, or a session's to a server's)."""
+        self.responses += other.responses
+        self.input_tokens += other.input_tokens
+        self.output_tokens += other.output_tokens
+        self.cached_input_tokens += other.cached_input_tokens
+        self.input_audio_tokens += other.input_audio_tokens
+        self.output_audio_tokens += other.output_audio_tokens
 
     def record(self, log: logging.Logger, session_id: str, **counts: int) -> None:
-        """Add one response's usage (the keywords of :meth:`add`) and log it at DEBUG
-        with the session's totals."""
-        self.add(**counts)
+        """Add one response's usage (its token counts, by field name) and log it at
+        DEBUG with the session's totals."""
+        self.add(TokenUsage(responses=1, **counts))
         if log.isEnabledFor(logging.DEBUG):
             log.debug(
                 "session %s: model usage of one response %s; session totals %s",

@@ -44,7 +44,6 @@ from ..protocol.errors import LocalProtocolError
 from ..protocol.messages import (
     UNSET,
     ContextUpdate,
-    FailureCode,
     Format,
     Interrupt,
     InterruptReason,
@@ -468,7 +467,7 @@ class VrtClient:
         """Start the call; False when its arguments do not fit (answered INVALID, §7.1)."""
         problem = self.tools[call.name].check(call.arguments)
         if problem is not None:
-            self._finished(call, False, code="INVALID", message=problem)
+            self._finished(call, error=ToolError("INVALID", problem))
             return False
         context = ToolContext(call.call_id, call.turn_id, call.epoch)
         task = asyncio.get_running_loop().create_task(self._run_tool(call, context))
@@ -481,28 +480,23 @@ class VrtClient:
         except asyncio.CancelledError:
             return  # interrupted: the session already answered INTERRUPTED (§7.2)
         except ToolError as exc:
-            self._finished(call, False, code=exc.code, message=exc.message)
+            self._finished(call, error=exc)
         except Exception as exc:
             log.exception("tool %s failed", call.name)
-            self._finished(call, False, code="FAILED", message=f"{type(exc).__name__}: {exc}")
+            self._finished(call, error=ToolError("FAILED", f"{type(exc).__name__}: {exc}"))
         else:
-            self._finished(call, True, output=output)
+            self._finished(call, output)
         finally:
             self._running.pop(call.call_id, None)
         self._flush()
 
-    def _finished(
-        self,
-        call: RunTool,
-        ok: bool,
-        *,
-        output: Any = None,
-        code: FailureCode | None = None,
-        message: str | None = None,
-    ) -> None:
-        now = self._now()
+    def _finished(self, call: RunTool, output: Any = None, error: ToolError | None = None) -> None:
+        """The call's outcome (``error`` for a failure) goes to the session, and to the
+        application unless the session discarded it (the call was interrupted)."""
+        ok = error is None
+        code, message = (None, None) if error is None else (error.code, error.message)
         if self.core.tool_finished(
-            call.call_id, ok, now, output=output, code=code, message=message
+            call.call_id, ok, self._now(), output=output, code=code, message=message
         ):
             self._events.put_nowait(
                 ToolFinished(

@@ -32,14 +32,7 @@ from .client_harness import (
     ClientSuiteOptions,
 )
 from .framework import Check, Result
-from .reports import (
-    EXIT_UNREACHABLE,
-    exit_status,
-    print_result,
-    print_verdict,
-    write_json,
-    write_junit,
-)
+from .reports import EXIT_UNREACHABLE, finish_run, print_result
 
 __all__ = [
     "CHAPTERS",
@@ -135,10 +128,12 @@ def run_client_suite(
             on_result=lambda r: print_result(out, r),
         )
     )
-    print_verdict(out, results, allow_skips=allow_skips)
-    target = " ".join(command)
-    if json_path is not None:
-        write_json(results, json_path, "client", target, allow_skips=allow_skips)
-    if junit_path is not None:
-        write_junit(results, junit_path, "client")
-    return exit_status(results, allow_skips=allow_skips)
+    return finish_run(
+        out,
+        results,
+        suite="client",
+        target=" ".join(command),
+        json_path=json_path,
+        junit_path=junit_path,
+        allow_skips=allow_skips,
+    )

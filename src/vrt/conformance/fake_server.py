@@ -267,6 +267,14 @@ class Connection:
             self, f"S→C {count} output audio frames, seq {first}..{first + count - 1}, {ms} ms"
         )
 
+    async def interrupted_item(self, item_id: str, epoch: int, ms: int, *, after: float) -> None:
+        """An output audio item of ``ms`` in ``epoch``, whose epoch the suite closes
+        (``interrupted``) ``after`` seconds later, while the client plays it."""
+        await self.audio_start(item_id, epoch)
+        await self.audio(ms)
+        await asyncio.sleep(after)
+        await self.send_seq("interrupted", epoch=epoch)
+
     async def drop(self) -> None:
         """Cut the connection without a closing handshake (a lost network)."""
         await asyncio.sleep(0.02)  # let frames already written leave the socket

@@ -33,6 +33,7 @@ __all__ = [
     "EXIT_UNREACHABLE",
     "Verdict",
     "exit_status",
+    "finish_run",
     "print_result",
     "print_verdict",
     "summary_line",
@@ -139,6 +140,26 @@ def write_json(
         "results": [r.__dict__ for r in results],
     }
     path.write_text(json.dumps(document, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
+
+
+def finish_run(
+    console: Console,
+    results: Sequence[Result],
+    *,
+    suite: str,
+    target: str,
+    json_path: Path | None,
+    junit_path: Path | None,
+    allow_skips: bool,
+) -> int:
+    """The end of either suite's run: the verdict printed, the reports asked for
+    written; the exit status."""
+    print_verdict(console, results, allow_skips=allow_skips)
+    if json_path is not None:
+        write_json(results, json_path, suite, target, allow_skips=allow_skips)
+    if junit_path is not None:
+        write_junit(results, junit_path, suite)
+    return exit_status(results, allow_skips=allow_skips)
 
 
 def write_junit(results: Sequence[Result], path: Path, suite: str) -> None:

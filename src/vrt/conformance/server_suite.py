@@ -23,14 +23,7 @@ from rich.console import Console
 
 from . import server_checks
 from .framework import Check, Result
-from .reports import (
-    EXIT_UNREACHABLE,
-    exit_status,
-    print_result,
-    print_verdict,
-    write_json,
-    write_junit,
-)
+from .reports import EXIT_UNREACHABLE, finish_run, print_result
 from .server_context import (
     AGENT_SKIP,
     GLOBAL_IDS,
@@ -150,9 +143,12 @@ def run_server_suite(
     results = asyncio.run(main())
     if results is None:
         return EXIT_UNREACHABLE
-    print_verdict(out, results, allow_skips=allow_skips)
-    if json_path is not None:
-        write_json(results, json_path, "server", url, allow_skips=allow_skips)
-    if junit_path is not None:
-        write_junit(results, junit_path, "server")
-    return exit_status(results, allow_skips=allow_skips)
+    return finish_run(
+        out,
+        results,
+        suite="server",
+        target=url,
+        json_path=json_path,
+        junit_path=junit_path,
+        allow_skips=allow_skips,
+    )

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import json
 import time
 from collections.abc import AsyncIterator, Callable, Collection, Mapping
@@ -281,56 +282,25 @@ class Connection:
     def _decode(self, data: str | bytes) -> Incoming:
         """One frame as the suite judges it: decoded by the protocol core (audio by
         :func:`parse_frame`, text by :func:`decode_server`, schemas included)."""
-        at, index = time.monotonic(), len(self.received)
+        # What every frame's record has: its connection, place and arrival time.
+        arrived = functools.partial(Incoming, self.label, len(self.received), time.monotonic())
         if isinstance(data, bytes):
+            binary = functools.partial(arrived, raw=data, binary=True)
             frame = parse_frame(data, "client")
             if isinstance(frame, Invalid):
-                return Incoming(
-                    self.label,
-                    index,
-                    at,
-                    raw=data,
-                    binary=True,
-                    type="invalid",
-                    seq=0,
-                    invalid=frame.reason,
-                )
-            return Incoming(
-                self.label,
-                index,
-                at,
-                raw=data,
-                binary=True,
-                type="audio",
-                seq=frame.seq,
-                audio=frame,
-            )
+                return binary(type="invalid", seq=0, invalid=frame.reason)
+            return binary(type="audio", seq=frame.seq, audio=frame)
         raw = data.encode("utf-8", "surrogatepass")
         parsed = _parse(raw)
+        text = functools.partial(arrived, raw=raw, binary=False, data=parsed)
         decoded = decode_server(raw)
         if isinstance(decoded, Invalid):
-            return Incoming(
-                self.label,
-                index,
-                at,
-                raw=raw,
-                binary=False,
+            return text(
                 type="invalid",
                 seq=_seq_of(parsed) or 0,
-                data=parsed,
                 invalid=f"{decoded.code}: {decoded.reason}",
             )
-        return Incoming(
-            self.label,
-            index,
-            at,
-            raw=raw,
-            binary=False,
-            type=decoded.message.TYPE,
-            seq=decoded.seq,
-            data=parsed,
-            message=decoded.message,
-        )
+        return text(type=decoded.message.TYPE, seq=decoded.seq, message=decoded.message)
 
     @property
     def close_code(self) -> int | None:

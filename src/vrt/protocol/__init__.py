@@ -3,24 +3,12 @@
 Nothing here performs I/O, starts a task or reads a clock: time is an argument.
 """
 
-from .client import (
-    AudioChunk,
-    AudioStarted,
-    CancelTool,
-    ClientEvent,
-    ClientSession,
-    Connected,
-    ErrorReceived,
-    InterruptedEpoch,
-    PlaybackStop,
-    RunTool,
-    SessionFailed,
-    TextReceived,
-    ToolPreview,
-    ToolStreamUpdate,
-    TranscriptReceived,
-    TurnChanged,
-)
+# The messages, the outputs and both roles' events are exported whole: each module's
+# __all__ lists them, once.
+from . import messages, outputs
+from .client import ClientSession
+from .client import events as _client_events
+from .client.events import *  # noqa: F403
 from .codec import (
     DEFAULT_LIMITS,
     Decoded,
@@ -35,52 +23,11 @@ from .codec import (
 from .errors import ErrorCode, LocalProtocolError
 from .formats import choose_format, duration_ms
 from .frames import AudioFrame, FrameKind, build_frame, parse_frame
-from .messages import (
-    UNSET,
-    Ack,
-    AgentText,
-    AudioStart,
-    ClientMessage,
-    ContextUpdate,
-    Error,
-    FailureCode,
-    Format,
-    Hello,
-    Interrupt,
-    Interrupted,
-    InterruptReason,
-    Message,
-    Ping,
-    Playback,
-    Pong,
-    Ready,
-    ServerMessage,
-    Tool,
-    ToolCall,
-    ToolCallDelta,
-    ToolResult,
-    ToolStream,
-    ToolStreamPhase,
-    Transcript,
-    TurnState,
-    TurnStateName,
-    UnsetType,
-    UserText,
-)
-from .outputs import Close, CloseCode, Output, SendBinary, SendText
-from .server import (
-    AgentInput,
-    AudioReceived,
-    ContextChanged,
-    HelloReceived,
-    PlaybackReported,
-    ResponseInterrupted,
-    ServerConfig,
-    ServerConnection,
-    ServerSession,
-    ToolSettled,
-    UserTextReceived,
-)
+from .messages import *  # noqa: F403
+from .outputs import *  # noqa: F403
+from .server import ServerConfig, ServerConnection, ServerSession
+from .server import events as _server_events
+from .server.events import *  # noqa: F403
 from .tables import (
     CLIENT_TABLE,
     SERVER_TABLE,
@@ -96,78 +43,20 @@ __all__ = [
     "SERVER_TABLE",
     "TOOL_STREAM_NEXT",
     "TOOL_STREAM_TERMINAL",
-    "UNSET",
-    "Ack",
-    "AgentInput",
-    "AgentText",
-    "AudioChunk",
     "AudioFrame",
-    "AudioReceived",
-    "AudioStart",
-    "AudioStarted",
-    "CancelTool",
-    "ClientEvent",
-    "ClientMessage",
     "ClientSession",
     "ClientState",
-    "Close",
-    "CloseCode",
-    "Connected",
-    "ContextChanged",
-    "ContextUpdate",
     "Decoded",
     "Decoder",
-    "Error",
     "ErrorCode",
-    "ErrorReceived",
-    "FailureCode",
-    "Format",
     "FrameKind",
-    "Hello",
-    "HelloReceived",
-    "Interrupt",
-    "InterruptReason",
-    "Interrupted",
-    "InterruptedEpoch",
     "Invalid",
     "Limits",
     "LocalProtocolError",
-    "Message",
-    "Output",
-    "Ping",
-    "Playback",
-    "PlaybackReported",
-    "PlaybackStop",
-    "Pong",
-    "Ready",
-    "ResponseInterrupted",
-    "RunTool",
-    "SendBinary",
-    "SendText",
     "ServerConfig",
     "ServerConnection",
-    "ServerMessage",
     "ServerSession",
     "ServerState",
-    "SessionFailed",
-    "TextReceived",
-    "Tool",
-    "ToolCall",
-    "ToolCallDelta",
-    "ToolPreview",
-    "ToolResult",
-    "ToolSettled",
-    "ToolStream",
-    "ToolStreamPhase",
-    "ToolStreamUpdate",
-    "Transcript",
-    "TranscriptReceived",
-    "TurnChanged",
-    "TurnState",
-    "TurnStateName",
-    "UnsetType",
-    "UserText",
-    "UserTextReceived",
     "build_frame",
     "check_encoding",
     "choose_format",
@@ -177,3 +66,7 @@ __all__ = [
     "encode",
     "parse_frame",
 ]
+__all__ += messages.__all__
+__all__ += outputs.__all__
+__all__ += _client_events.__all__
+__all__ += _server_events.__all__

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import copy
 from bisect import bisect_left
 from collections.abc import Callable, Iterable, Iterator
 from typing import TYPE_CHECKING, Any, Final, Protocol
@@ -175,7 +176,7 @@ class ServerMetrics:
         self.input_audio_dropped_ended += dropped_audio
         if usage is not None:
             total = self.usage_ended.setdefault(self.agent, TokenUsage())
-            _add_usage(total, usage)
+            total.add(usage)
 
     def tool_settled(self, ok: bool, code: str | None, seconds: float | None) -> None:
         outcome = "ok" if ok else (code or "FAILED").lower()
@@ -225,7 +226,8 @@ class ServerMetrics:
         yield info
         server = self.server
         dropped_in = self.input_audio_dropped_ended
-        usage = {agent: _copy(total) for agent, total in self.usage_ended.items()}
+        # Copies: the live sessions are added to them below.
+        usage = {agent: copy.copy(total) for agent, total in self.usage_ended.items()}
         if server is not None:
             cap = server.connection_cap
             yield gauge("vrt_connections", "TCP connections open, upgraded or not.", cap.open)
@@ -246,7 +248,7 @@ class ServerMetrics:
                 dropped_in += agent_session.dropped_audio
                 found = getattr(agent, "usage", None)
                 if isinstance(found, TokenUsage):
-                    _add_usage(live, found)
+                    live.add(found)
         else:
             refused = dict(self.upgrades_refused)
         yield gauge("vrt_ready", "1 while the server takes new sessions.", self.ready())
@@ -382,21 +384,6 @@ class ServerMetrics:
                 tokens.add_metric([name, direction, kind], value)
         yield responses
         yield tokens
-
-
-def _add_usage(total: TokenUsage, usage: TokenUsage) -> None:
-    total.responses += usage.responses
-    total.input_tokens += usage.input_tokens
-    total.output_tokens += usage.output_tokens
-    total.cached_input_tokens += usage.cached_input_tokens
-    total.input_audio_tokens += usage.input_audio_tokens
-    total.output_audio_tokens += usage.output_audio_tokens
-
-
-def _copy(usage: TokenUsage) -> TokenUsage:
-    copy = TokenUsage()
-    _add_usage(copy, usage)
-    return copy
 
 
 def make_registry(metrics: ServerMetrics) -> CollectorRegistry:

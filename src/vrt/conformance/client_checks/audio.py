@@ -42,17 +42,11 @@ async def check_audio_without_start_discarded(h: ClientHarness) -> None:
 async def check_closed_epoch_audio_not_played(h: ClientHarness) -> None:
     """Output audio of a closed epoch is never played"""
     conn = await h.open()
-    await conn.audio_start("item-a", 1)
-    await conn.audio(100)
-    await asyncio.sleep(0.3)
-    await conn.send_seq("interrupted", epoch=1)
+    await conn.interrupted_item("item-a", 1, 100, after=0.3)
     await conn.audio_start("item-b", 1)  # an item of the closed epoch
     await conn.audio(1000)
     await asyncio.sleep(0.5)
-    await conn.audio_start("item-c", 2)
-    await conn.audio(100)
-    await asyncio.sleep(0.3)
-    await conn.send_seq("interrupted", epoch=2)
+    await conn.interrupted_item("item-c", 2, 100, after=0.3)
     await h.until(lambda: h.playbacks("item-c"), 1.5)
     await asyncio.sleep(0.2)
     h.require_playbacks()
@@ -65,10 +59,7 @@ async def check_playback_not_beyond_sent(h: ClientHarness) -> None:
     """playback never reports more than was sent"""
     conn = await h.open()
     await conn.send_seq("turn.state", turnId="turn-1", epoch=1, state="speaking")
-    await conn.audio_start("item-a", 1)
-    await conn.audio(200)
-    await asyncio.sleep(0.7)
-    await conn.send_seq("interrupted", epoch=1)
+    await conn.interrupted_item("item-a", 1, 200, after=0.7)
     await h.until(h.playbacks, 1.5)
     await asyncio.sleep(0.2)
     strangers = [r for r in h.require_playbacks() if r.get("itemId") != "item-a"]
@@ -81,10 +72,7 @@ async def check_playback_not_beyond_sent(h: ClientHarness) -> None:
 async def check_playback_reported(h: ClientHarness) -> None:
     """An interrupted item's playback is reported"""
     conn = await h.open()
-    await conn.audio_start("item-long", 1)
-    await conn.audio(3000)
-    await asyncio.sleep(0.5)
-    await conn.send_seq("interrupted", epoch=1)
+    await conn.interrupted_item("item-long", 1, 3000, after=0.5)
     if not await h.until(lambda: h.playbacks("item-long"), 1.5):
         raise h.fail(
             "an item of 3000 ms was interrupted 0.5 s in, and no playback report came "

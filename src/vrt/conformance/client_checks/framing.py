@@ -44,10 +44,7 @@ async def check_client_frames_valid(h: ClientHarness) -> None:
         await conn.tool_call("conformance.absent", {}),
         await conn.tool_call(TOOL_SLOW, {"ms": "soon"}),
     ]
-    await conn.audio_start("item-valid", 1)
-    await conn.audio(300)
-    await asyncio.sleep(0.15)
-    await conn.send_seq("interrupted", epoch=1)
+    await conn.interrupted_item("item-valid", 1, 300, after=0.15)
     await h.until(lambda: all(h.results(c) for c in calls), PROMPT)
     await asyncio.sleep(0.4)
     problems = []

@@ -5,9 +5,9 @@ from __future__ import annotations
 
 from collections import deque
 from collections.abc import Callable
-from typing import Any, Final
+from typing import Final
 
-from ..messages import FailureCode, ToolCall, ToolResult
+from ..messages import ToolCall
 
 __all__ = ["ToolQueue"]
 
@@ -71,21 +71,11 @@ class ToolQueue:
     def clear(self) -> None:
         self._queue.clear()
 
-    def answer(
-        self,
-        call: ToolCall,
-        ok: bool,
-        *,
-        output: Any = None,
-        code: FailureCode | None = None,
-        message: str | None = None,
-    ) -> ToolResult | None:
-        """The one ``tool.result`` of ``call``; None if it was answered already (§7.2)."""
-        if call.call_id in self._answered:
-            return None
-        self._answered[call.call_id] = None
+    def first_answer(self, call_id: str) -> bool:
+        """Whether ``call_id`` may be answered now: only once (§7.2)."""
+        if call_id in self._answered:
+            return False
+        self._answered[call_id] = None
         if len(self._answered) > REMEMBERED_ANSWERS:
             del self._answered[next(iter(self._answered))]
-        if ok:
-            return ToolResult.success(call.call_id, call.epoch, output)
-        return ToolResult.failure(call.call_id, call.epoch, code or "FAILED", message)
+        return True

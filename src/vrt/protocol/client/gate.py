@@ -9,7 +9,7 @@ from abc import ABC, abstractmethod
 from typing import Any, Final
 
 from ..capabilities import TOOL_STREAM
-from ..messages import FailureCode, Tool, ToolCall, ToolCallDelta, ToolStream
+from ..messages import FailureCode, Tool, ToolCall, ToolCallDelta, ToolResult, ToolStream
 from ..tables import TOOL_STREAM_TERMINAL, ClientInput, ClientState
 from .calls import ToolQueue
 from .events import (
@@ -59,31 +59,26 @@ class EpochGate(ABC):
         call = self._calls.finish(call_id)
         if call is None:
             return False
-        sent = self._answer(call, ok, now, output=output, code=code, message=message)
+        if ok:
+            result = ToolResult.success(call.call_id, call.epoch, output)
+        else:
+            result = ToolResult.failure(call.call_id, call.epoch, code or "FAILED", message)
+        sent = self._answer(result, now)
         self._next_call(now)
         return sent
 
-    def _answer(
-        self,
-        call: ToolCall,
-        ok: bool,
-        now: float,
-        *,
-        output: Any = None,
-        code: FailureCode | None = None,
-        message: str | None = None,
-    ) -> bool:
-        """§7.2: exactly one tool.result per call."""
-        result = self._calls.answer(call, ok, output=output, code=code, message=message)
-        if result is None:
+    def _answer(self, result: ToolResult, now: float) -> bool:
+        """§7.2: exactly one tool.result per call; False when its call has one already."""
+        if not self._calls.first_answer(result.call_id):
             return False
         if self.state is not ClientState.CLOSED:
             self._input(ClientInput.SEND, result, now)
         return True
 
     def _answer_interrupted(self, call: ToolCall, now: float) -> bool:
+        interrupted = "the turn was interrupted"
         return self._answer(
-            call, False, now, code="INTERRUPTED", message="the turn was interrupted"
+            ToolResult.failure(call.call_id, call.epoch, "INTERRUPTED", interrupted), now
         )
 
     def _on_tool_call(self, call: ToolCall, now: float) -> None:
@@ -172,9 +167,8 @@ class EpochGate(ABC):
             if self._is_closed(call.epoch):
                 self._answer_interrupted(call, now)
             elif call.name not in self.tools:
-                self._answer(
-                    call, False, now, code="FAILED", message=f"no tool named {call.name!r}"
-                )
+                missing = f"no tool named {call.name!r}"
+                self._answer(ToolResult.failure(call.call_id, call.epoch, "FAILED", missing), now)
             else:
                 self._calls.start(call)
                 self._events.append(

@@ -9,32 +9,17 @@ creates the session when :meth:`ServerConnection.take_events` reports a
 under "agent side"; the session reports what the client did as :data:`AgentInput` events.
 """
 
+from . import events
 from .config import ServerConfig
 from .connection import ServerConnection
-from .events import (
-    AgentInput,
-    AudioReceived,
-    ContextChanged,
-    HelloReceived,
-    PlaybackReported,
-    ResponseInterrupted,
-    ToolSettled,
-    UserTextReceived,
-)
+from .events import *  # noqa: F403 - what the core reports, as events.__all__ lists it
 from .session import ServerSession, SessionRecord, SessionStatus
 
 __all__ = [
-    "AgentInput",
-    "AudioReceived",
-    "ContextChanged",
-    "HelloReceived",
-    "PlaybackReported",
-    "ResponseInterrupted",
     "ServerConfig",
     "ServerConnection",
     "ServerSession",
     "SessionRecord",
     "SessionStatus",
-    "ToolSettled",
-    "UserTextReceived",
 ]
+__all__ += events.__all__

@@ -7,7 +7,7 @@ transitions (``ToolCalls.advance``), whether or not the client sees them.
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from typing import Any
+from typing import Any, TypedDict, Unpack
 
 from ..capabilities import check_gated
 from ..ids import new_id
@@ -18,6 +18,15 @@ from .record import SessionRecord, Turn
 from .tools import Call
 
 __all__ = ["AgentToolCalls"]
+
+
+class _Outcome(TypedDict, total=False):
+    """How a call ended, beside ``ok``: its output, or the failure's code and message
+    (the members of :class:`ToolSettled` it carries to the agent)."""
+
+    output: Any
+    code: FailureCode | None
+    message: str | None
 
 
 class AgentToolCalls(ABC):
@@ -136,21 +145,13 @@ class AgentToolCalls(ABC):
             self._send(self._stream_message(call, "failed", message=message))
         return True
 
-    def _settle(
-        self,
-        call: Call,
-        ok: bool,
-        *,
-        output: Any = None,
-        code: FailureCode | None = None,
-        message: str | None = None,
-    ) -> None:
+    def _settle(self, call: Call, ok: bool, **outcome: Unpack[_Outcome]) -> None:
         self.record.calls.advance(call.call_id, "settled")
         if self._tool_stream:
-            failure = {} if ok else {"code": code or "FAILED"}
+            failure = {} if ok else {"code": outcome.get("code") or "FAILED"}
             self._send(self._stream_message(call, "settled", ok=ok, **failure))
         if call.client:
-            self._event(_settled(call, ok, output=output, code=code, message=message))
+            self._event(_settled(call, ok, **outcome))
 
     def _stream_message(self, call: Call, phase: ToolStreamPhase, **members: Any) -> ToolStream:
         check_gated(ToolStream.TYPE, self.record.capabilities)
@@ -164,21 +165,12 @@ class AgentToolCalls(ABC):
         )
 
 
-def _settled(
-    call: Call,
-    ok: bool,
-    *,
-    output: Any = None,
-    code: FailureCode | None = None,
-    message: str | None = None,
-) -> ToolSettled:
+def _settled(call: Call, ok: bool, **outcome: Unpack[_Outcome]) -> ToolSettled:
     return ToolSettled(
         call_id=call.call_id,
         provider_id=call.provider_id,
         name=call.name,
         turn_id=call.turn_id,
         ok=ok,
-        output=output,
-        code=code,
-        message=message,
+        **outcome,
     )
