@@ -731,3 +731,81 @@ async def test_an_invented_function_name_stays_valid_in_the_history(
     call_message, result = conversation(await standin.request(1))[1:3]
     assert call_message["tool_calls"][0]["function"]["name"] == "notes_add"
     assert "no tool named 'notes.add'" in json.loads(result["content"])["error"]["message"]
+
+
+# --- as the voice agent's brain: what the user heard (§8.4) ----------------------------
+
+
+@asynccontextmanager
+async def session_with_agent(
+    standin: ChatStandIn,
+) -> AsyncIterator[tuple[VrtClient, list[OpenAIChatAgent]]]:
+    """A session whose agent the test can reach, as the voice agent reaches its brain."""
+    factory = load_agent("openai-chat", {"model": "test-model", "base_url": standin.url})
+    agents: list[OpenAIChatAgent] = []
+
+    def keep(info: SessionInfo) -> Any:
+        agent = factory(info)
+        assert isinstance(agent, OpenAIChatAgent)
+        agents.append(agent)
+        return agent
+
+    server = VrtServer(keep)
+    url = await server.start("127.0.0.1", 0)
+    try:
+        async with VrtClient(url) as client:
+            yield client, agents
+    finally:
+        await server.close()
+
+
+@pytest.mark.parametrize(
+    ("heard", "kept"),
+    [
+        ("Hello world.", [{"role": "assistant", "content": "Hello world."}]),
+        (
+            "Hello world. How are you?",
+            [{"role": "assistant", "content": "Hello world. How are you?"}],
+        ),
+        ("", []),
+    ],
+)
+async def test_a_reply_talked_over_is_cut_to_what_was_heard(
+    standin: ChatStandIn, heard: str, kept: list[dict[str, Any]]
+) -> None:
+    """§8.4: as a voice agent's brain (``HeardAware``), the history keeps only what the
+    user heard of a reply; a reply heard not at all leaves no assistant message."""
+    standin.reply(text_reply("Hello world.", " How are you?"), text_reply("ok"))
+    async with session_with_agent(standin) as (client, agents):
+        await client.send_text("hi")
+        turn = await next_turn(client)
+        assert turn.turn_id is not None
+        agents[0].heard(turn.turn_id, heard)
+        await client.send_text("more")
+        await next_turn(client)
+    second = await standin.request(1)
+    assert conversation(second) == [
+        {"role": "user", "content": "hi"},
+        *kept,
+        {"role": "user", "content": "more"},
+    ]
+
+
+async def test_what_was_heard_is_applied_to_text_committed_later(standin: ChatStandIn) -> None:
+    """The voice agent says what was heard as it stops the reply, before the reply's text
+    in flight enters the history: that text is cut as it is committed (§8.4)."""
+    never = asyncio.Event()
+    standin.reply(text_reply("one ", "two ", Gate(never), "three"), text_reply("ok"))
+    async with session_with_agent(standin) as (client, agents):
+        await client.send_text("count")
+        texts = await wait_for(client, TextReceived, 2)
+        agents[0].heard(texts[0].turn_id, "one t")
+        await client.interrupt()
+        await client.send_text("next")
+        await next_turn(client)
+    second = await standin.request(1)
+    assert conversation(second) == [
+        {"role": "user", "content": "count"},
+        {"role": "assistant", "content": "one t"},
+        {"role": "user", "content": "next"},
+    ]

@@ -28,6 +28,9 @@ streamed completion (``POST {base_url}/chat/completions`` with ``"stream": true`
   tool calls are not made;
 * a provider HTTP error, a broken stream or a timeout is ``AGENT_ERROR`` (recoverable):
   the turn ends, the session goes on;
+* as the brain of the voice agent (``docs/voice.md``), a reply the user talked over is
+  cut in the history to what was played of it (``heard``, §8.4), so that the model
+  does not believe it said what the user never heard;
 * ``stream_options.include_usage`` is requested (once a server answers 400 naming it,
   not again in the session) and the usage chunk's token counts are summed in
   ``agent.usage`` and logged at DEBUG.
@@ -114,6 +117,8 @@ DEFAULT_BASE_URL: Final = "https://api.openai.com/v1"
 DEFAULT_TIMEOUT: Final = 60.0
 #: Completions of one turn that may end in tool calls before the turn is cut short.
 MAX_TOOL_ROUNDS: Final = 16
+#: Replies remembered for ``heard``: a playback report comes a few turns late at most.
+_HEARD_REPLIES: Final = 8
 #: The most of one server-sent event, and of an error body, that is read.
 MAX_EVENT_BYTES: Final = 4 * 1024 * 1024
 MAX_ERROR_BYTES: Final = 16 * 1024
@@ -328,6 +333,10 @@ class _Reply:
         self.closed = False
         self.task: asyncio.Task[None] | None = None
         self._history = history
+        #: The assistant messages of this reply in the history, in order.
+        self._said: list[dict[str, Any]] = []
+        #: What the user heard of the reply, once told (``OpenAIChatAgent.heard``).
+        self._heard: str | None = None
 
     def say(self, chunk: str) -> bool:
         if not self.step.text and not self.turn.state("speaking"):
@@ -342,9 +351,27 @@ class _Reply:
         """Append the step in progress to the history: only what the client got."""
         if self.closed:
             return
-        self._history.extend(self.step.messages(interrupted))
+        messages = self.step.messages(interrupted)
+        self._history.extend(messages)
+        self._said.extend(m for m in messages if m["role"] == "assistant")
         self.step = _Step()
         self.finish_reason = None
+        if self._heard is not None:
+            self.hear(self._heard)
+
+    def hear(self, heard: str) -> None:
+        """Cut the reply's text in the history to ``heard``, the start of what it said
+        that the user heard (§8.4); steps committed later are cut as they come. Text
+        never heard goes, and so does a message left with neither text nor calls."""
+        self._heard = heard
+        left = heard
+        for message in self._said:
+            content = message.get("content") or ""
+            kept, left = left[: len(content)], left[len(content) :]
+            message["content"] = kept or None
+            if not kept and not message.get("tool_calls"):
+                # By identity: another message of the history may be equal to it.
+                self._history[:] = [entry for entry in self._history if entry is not message]
 
     def finish(self, interrupted: bool = False) -> None:
         """Commit and close: nothing of this reply enters the history after this."""
@@ -369,6 +396,8 @@ class OpenAIChatAgent:
         self._functions = FunctionNames((), OPENAI)
         self._tools: list[dict[str, Any]] = []
         self._reply: _Reply | None = None
+        #: The latest replies by turn id, for ``heard`` (reports come after the reply).
+        self._replies: dict[str, _Reply] = {}
         self._session: AgentSession | None = None
         self._http: httpx.AsyncClient | None = None
         #: Ask for ``stream_options.include_usage`` (until a server refuses it).
@@ -376,6 +405,13 @@ class OpenAIChatAgent:
         #: Tokens the model used in this session (see ``usage.py``).
         self.usage = TokenUsage()
         self._restored: Sequence[HistoryEntry] = ()
+
+    def heard(self, turn_id: str, heard: str) -> None:
+        """``vrt.voice.brain.HeardAware``: the user heard only ``heard`` of the reply of
+        ``turn_id`` (barge-in, or a playback report, §8.4)."""
+        reply = self._replies.get(turn_id)
+        if reply is not None:
+            reply.hear(heard)
 
     def restore(self, history: Sequence[HistoryEntry]) -> None:
         """The conversation so far (a session moved to this process): it becomes the
@@ -424,6 +460,9 @@ class OpenAIChatAgent:
         self.history.append({"role": "user", "content": text})
         turn = session.begin_turn("thinking")
         reply = _Reply(turn, self.history)
+        self._replies[turn.id] = reply
+        while len(self._replies) > _HEARD_REPLIES:
+            del self._replies[next(iter(self._replies))]
         reply.task = asyncio.create_task(self._respond(reply), name=f"openai-chat {turn.id}")
         reply.task.add_done_callback(partial(self._reply_done, reply))
         self._reply = reply
