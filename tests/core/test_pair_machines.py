@@ -12,10 +12,10 @@ from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
 
 from vrt.protocol import Ack, ClientSession, Decoded, Tool, decode_client, decode_server
-from vrt.protocol.tables import ClientState
 from vrt.protocol.client import InterruptedEpoch, RunTool, TextReceived
 from vrt.protocol.outputs import SendText
 from vrt.protocol.server import ServerConfig, ToolSettled, UserTextReceived
+from vrt.protocol.tables import ClientState
 from vrt.protocol.testing import Direction, Pair
 
 #: Long enough that no session expires and no call times out unless a rule says so.
