@@ -208,7 +208,9 @@ class Pair:
             link.to_client.in_flight.clear()
         if client_notices:
             self._client_lost(link)
-        if server_notices_after is not None and link.server_open:
+        if server_notices_after == 0.0:
+            self._server_lost(link)
+        elif server_notices_after is not None and link.server_open:
             link.server_notices_at = self.now + server_notices_after
 
     def _client_lost(self, link: Link) -> None:
