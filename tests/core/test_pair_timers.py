@@ -169,3 +169,22 @@ def test_a_call_answered_in_time_settles_ok() -> None:
     assert [(e.call_id, e.provider_id, e.ok, e.output) for e in settled] == [
         (call_id, "p1", True, {"echo": 7})
     ]
+
+
+def test_a_server_that_notices_a_cut_late_parks_the_session_then() -> None:
+    """§5.1: the resume window starts when the server learns the connection is gone."""
+    pair = Pair(config=ServerConfig(resume_window=10.0))
+    link = pair.connect(latency=0.1)
+    pair.advance(1.0)
+    turn = pair.session.begin_turn("speaking")
+    pair.settle()  # turn.state in flight to the client
+    pair.cut(link, lose_in_flight=False, server_notices_after=5.0)
+    assert pair.session.status == "connected"
+    pair.advance(5.0)
+    assert pair.session.status == "parked"
+    assert pair.session.record.expires_at == pair.now + 10.0
+    # The frame in flight reached a client that had moved on: not handled.
+    assert [e for e in pair.client_events if isinstance(e, RunTool)] == []
+    pair.session.send_text(turn, "resent")
+    pair.connect()
+    assert pair.client.incoming.last_seq == 2
