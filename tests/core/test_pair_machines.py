@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
 
 from vrt.protocol import Ack, ClientSession, Decoded, Tool, decode_client, decode_server
-from vrt.protocol.client import InterruptedEpoch, RunTool, TextReceived
+from vrt.protocol.client import InterruptedEpoch, RunTool, SessionFailed, TextReceived
 from vrt.protocol.outputs import SendText
 from vrt.protocol.server import ServerConfig, ToolSettled, UserTextReceived
 from vrt.protocol.tables import ClientState
@@ -20,6 +20,7 @@ from vrt.protocol.testing import Direction, Pair
 
 #: Long enough that no session expires and no call times out unless a rule says so.
 PATIENT: Final = ServerConfig(resume_window=3600.0, tool_timeout=3600.0)
+WINDOWED: Final = ServerConfig(resume_window=3600.0, max_unacked=4)
 LOOKUP: Final = Tool(name="lookup")
 SETTINGS: Final = settings(max_examples=60, stateful_step_count=40, deadline=None)
 
@@ -30,9 +31,9 @@ latencies = st.sampled_from([0.0, 0.01, 0.3])
 class _Network(RuleBasedStateMachine):
     """Faults of the network, common to the machines below."""
 
-    def __init__(self, client: ClientSession) -> None:
+    def __init__(self, client: ClientSession, config: ServerConfig = PATIENT) -> None:
         super().__init__()
-        self.pair = Pair(client, PATIENT)
+        self.pair = Pair(client, config)
         self.pair.connect()
         self.counter = 0
         self.checked = 0  # frames of the trace already checked
@@ -113,8 +114,8 @@ class ExactlyOnce(_Network):
     """§4.1, §4.3, §5.4: each sequenced message is handled exactly once and in order,
     both ways, whatever is lost, duplicated or delayed and wherever a resume happens."""
 
-    def __init__(self) -> None:
-        super().__init__(ClientSession())
+    def __init__(self, client: ClientSession | None = None, config: ServerConfig = PATIENT) -> None:
+        super().__init__(client or ClientSession(), config)
         self.user_sent: list[str] = []
         self.agent_sent: list[str] = []
 
@@ -149,6 +150,9 @@ class ExactlyOnce(_Network):
 
     def teardown(self) -> None:
         self.heal()
+        self.all_delivered()
+
+    def all_delivered(self) -> None:
         assert self._received() == (self.user_sent, self.agent_sent)
         # §5.4: after the resume each side has all the other sent.
         pair = self.pair
@@ -242,7 +246,62 @@ class EpochGate(_Network):
         assert pair.session.record.calls.awaiting_result() == 0
 
 
+class BoundedWindows(ExactlyOnce):
+    """§4.1, §5.4, §11: both sides keep at most 4 unacknowledged messages. A resume
+    fails (RESUME_FAILED on both sides, nothing replayed) exactly when a side no longer
+    holds what the other lacks; otherwise every message is handled exactly once.
+    Every cut loses what is in flight, and each side notices it at once."""
+
+    def __init__(self) -> None:
+        super().__init__(ClientSession(max_kept=4), WINDOWED)
+
+    def _open(self) -> bool:
+        return self.pair.client.state is not ClientState.CLOSED
+
+    @precondition(_open)
+    @rule()
+    def user_says(self) -> None:
+        super().user_says()
+
+    @precondition(_open)
+    @rule()
+    def agent_says(self) -> None:
+        super().agent_says()
+
+    @rule(lose=st.just(True), client_notices=st.just(True), server_notices=st.just(True))
+    def cut_now(self, lose: bool, client_notices: bool, server_notices: bool) -> None:
+        super().cut_now(lose, client_notices, server_notices)
+
+    @precondition(lambda self: self.pair.client.state is ClientState.CONNECTING)
+    @rule(latency=st.just(0.0))
+    def resume(self, latency: float) -> None:
+        super().resume(latency)
+
+    @invariant()
+    def the_session_goes_on(self) -> None:
+        """It ends only by a resume that could not resend, reported as RESUME_FAILED."""
+        pair = self.pair
+        if pair.client.state is ClientState.CLOSED:
+            failed = [e.code for e in pair.client_events if isinstance(e, SessionFailed)]
+            assert failed == ["RESUME_FAILED"]
+            server, client = pair.session, pair.client
+            if server.outgoing.lost_through > client.incoming.last_seq:
+                assert server.status == "closed"  # the server refused the resume
+            else:  # the client could not resend: it closed the connection (§5.4)
+                assert client.outgoing.lost_through > server.incoming.last_seq
+                assert server.status == "parked"
+
+    def teardown(self) -> None:
+        if self._open():
+            self.heal()
+        self.the_session_goes_on()
+        if self._open():
+            self.all_delivered()
+
+
 TestExactlyOnce = ExactlyOnce.TestCase
 TestExactlyOnce.settings = SETTINGS
 TestEpochGate = EpochGate.TestCase
 TestEpochGate.settings = SETTINGS
+TestBoundedWindows = BoundedWindows.TestCase
+TestBoundedWindows.settings = SETTINGS
