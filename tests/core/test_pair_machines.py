@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
 
 from vrt.protocol import Ack, ClientSession, Decoded, Tool, decode_client, decode_server
-from vrt.protocol.client import InterruptedEpoch, RunTool, SessionFailed, TextReceived
+from vrt.protocol.client import AudioChunk, InterruptedEpoch, RunTool, SessionFailed, TextReceived
 from vrt.protocol.outputs import SendText
 from vrt.protocol.server import ServerConfig, ToolSettled, UserTextReceived
 from vrt.protocol.tables import ClientState
@@ -162,13 +162,27 @@ class ExactlyOnce(_Network):
 
 class EpochGate(_Network):
     """§6.2, §7.2: a tool call of a closed epoch never starts and is answered
-    INTERRUPTED; every call the agent issues settles exactly once, across cuts and
-    resumes."""
+    INTERRUPTED, and output audio of a closed epoch is never played; every call the
+    agent issues settles exactly once, across cuts and resumes."""
 
     def __init__(self) -> None:
         super().__init__(ClientSession(tools=(LOOKUP,)))
         self.issued: list[str] = []
         self.answered: set[str] = set()
+        self.item_epochs: dict[str, int] = {}
+
+    @rule(frames=st.integers(1, 3))
+    def agent_speaks(self, frames: int) -> None:
+        pair = self.pair
+        session = pair.session
+        turn = session.turn_id if session.response_in_flight else None
+        turn = turn or session.begin_turn("speaking")
+        item = session.start_audio(turn)
+        assert item is not None
+        self.item_epochs[item] = session.epoch
+        for _ in range(frames):
+            session.send_audio(item, bytes(480))
+            pair.settle()
 
     @rule()
     def agent_calls_a_tool(self) -> None:
@@ -215,6 +229,8 @@ class EpochGate(_Network):
                 closed = max(closed, event.epoch)
             elif isinstance(event, RunTool):
                 assert event.epoch > closed, "§6.2: a call of a closed epoch started"
+            elif isinstance(event, AudioChunk):
+                assert self.item_epochs[event.item_id] > closed, "§6.2: closed audio played"
 
     @invariant()
     def settled_at_most_once(self) -> None:
