@@ -24,9 +24,12 @@ from vrt.protocol import (
     ToolStreamUpdate,
     TranscriptReceived,
     TurnChanged,
+    encode,
 )
 from vrt.protocol.capabilities import TOOL_STREAM
 from vrt.protocol.frames import FrameKind, build_frame
+from vrt.protocol.messages import Message, ToolCall, ToolStream
+from vrt.protocol.outputs import SendText
 from vrt.protocol.server import (
     AudioReceived,
     ContextChanged,
@@ -38,6 +41,7 @@ from vrt.protocol.server import (
     UserTextReceived,
 )
 from vrt.protocol.streams import IncomingStream, OutgoingStream
+from vrt.protocol.tables import ClientState
 from vrt.protocol.testing import Pair
 
 LOOKUP: Final = Tool(name="lookup")
@@ -538,3 +542,66 @@ def test_a_restored_session_resumes_as_if_it_never_left() -> None:
     assert [e.text for e in pair.client_events if isinstance(e, TextReceived)] == ["kept"]
     assert restored.principal is None
     assert restored.status == "connected"
+
+
+# -- a server that breaks the rules: the client holds its own --
+
+
+def inject(pair: Pair, message: Message) -> None:
+    """A sequenced message of the server's, numbered next, sent behind its back."""
+    link = pair.link
+    assert link is not None
+    seq = pair.session.outgoing.last_seq + 1
+    pair.session.outgoing = OutgoingStream(last_seq=seq)  # the session's numbering goes on
+    link.to_client.write(SendText(data=encode(message, seq)), pair.now)
+    pair.settle()
+
+
+def test_a_reused_call_id_never_runs_twice() -> None:
+    """§7.1: a server must not reuse a callId; a client that sees it again does not
+    run the call again (§7.2: one result per call)."""
+    pair = tool_pair()
+    turn = pair.session.begin_turn("acting")
+    call = issue(pair, turn)
+    pair.client.tool_finished(call, True, pair.now)
+    pair.settle()
+    inject(pair, ToolCall(call_id=call, name="lookup", arguments={}, turn_id=turn, epoch=1))
+    assert runs(pair) == [call]
+
+
+def test_tool_stream_after_a_terminal_phase_or_of_a_closed_epoch_is_discarded() -> None:
+    """§7.5: nothing about a call counts after its terminal phase; tool.stream of a
+    closed epoch is discarded."""
+    pair = tool_pair(TOOL_STREAM)
+    session = pair.session
+    turn = session.begin_turn("acting")
+    call = session.start_tool_call(turn, "search", server_side=True)
+    assert call is not None
+    session.fail_tool_call(call, "no arguments")
+    pair.settle()
+    late = ToolStream(call_id=call, name="search", turn_id=turn, epoch=1, phase="start")
+    inject(pair, late)
+    pair.client.interrupt("user", pair.now)  # closes epoch 1
+    pair.settle()
+    inject(pair, ToolStream(call_id="c_new", name="search", turn_id=turn, epoch=1, phase="start"))
+    phases = [(e.call_id, e.phase) for e in pair.client_events if isinstance(e, ToolStreamUpdate)]
+    assert phases == [(call, "start"), (call, "failed")]
+
+
+def test_a_call_still_running_when_the_session_fails_sends_nothing() -> None:
+    """§5.4: after RESUME_FAILED nothing is sent into this or any other session; the
+    running tool's outcome is dropped."""
+    pair = tool_pair(config=ServerConfig(max_unacked=1))
+    turn = pair.session.begin_turn("acting")
+    call = issue(pair, turn)
+    pair.advance(1.0)
+    pair.cut()
+    for text in ("a", "b"):  # the window of 1 loses the first
+        pair.session.send_text(turn, text)
+    pair.connect()
+    assert pair.client.state is ClientState.CLOSED
+    written = len(pair.trace)
+    pair.client.tool_finished(call, True, pair.now)
+    pair.settle()
+    assert len(pair.trace) == written
+    assert pair.client.take_outbox() == []
