@@ -590,7 +590,7 @@ def test_tool_stream_after_a_terminal_phase_or_of_a_closed_epoch_is_discarded() 
 
 def test_a_call_still_running_when_the_session_fails_sends_nothing() -> None:
     """§5.4: after RESUME_FAILED nothing is sent into this or any other session; the
-    running tool's outcome is dropped."""
+    running tool's outcome is discarded, and tool_finished says so."""
     pair = tool_pair(config=ServerConfig(max_unacked=1))
     turn = pair.session.begin_turn("acting")
     call = issue(pair, turn)
@@ -601,7 +601,9 @@ def test_a_call_still_running_when_the_session_fails_sends_nothing() -> None:
     pair.connect()
     assert pair.client.state is ClientState.CLOSED
     written = len(pair.trace)
-    pair.client.tool_finished(call, True, pair.now)
+    # False: the outcome is discarded (so VrtClient reports no ToolFinished, whose
+    # promise is that the tool.result was sent).
+    assert not pair.client.tool_finished(call, True, pair.now)
     pair.settle()
     assert len(pair.trace) == written
     assert pair.client.take_outbox() == []

@@ -75,10 +75,9 @@ class EpochGate(ABC):
     ) -> bool:
         """§7.2: exactly one tool.result per call."""
         result = self._calls.answer(call, ok, output=output, code=code, message=message)
-        if result is None:
-            return False
-        if self.state is not ClientState.CLOSED:
-            self._input(ClientInput.SEND, result, now)
+        if result is None or self.state is ClientState.CLOSED:
+            return False  # answered already, or the session is over: nothing is sent (§5.4)
+        self._input(ClientInput.SEND, result, now)
         return True
 
     def _answer_interrupted(self, call: ToolCall, now: float) -> bool:
