@@ -12,6 +12,7 @@ from vrt.protocol import (
     AudioChunk,
     ClientSession,
     Decoded,
+    Decoder,
     Error,
     Format,
     Hello,
@@ -54,6 +55,7 @@ from vrt.protocol.tables import (
 from vrt.protocol.testing import Link, Pair
 
 PCMU: Final = Format(encoding="pcmu")
+CONTEXT: Final = b'{"v":1,"seq":1,"type":"context","context":'
 OPUS: Final = Format(encoding="opus")
 
 
@@ -222,6 +224,14 @@ def test_the_tables_refuse_what_has_no_row() -> None:
         (b'{"v":1,"seq":1,"type":"context","context":{"a":1,"a":2}}', "INVALID_FIELD"),
         (b'{"v":1,"seq":1,"type":"context","context":NaN}', "MALFORMED"),
         ('{"v":1,"seq":1,"type":"text","text":"\ud800"}', "MALFORMED"),  # unencodable str
+        (b'{"v":1,"seq":1,"type":"context","context":[1e400,NaN]}', "MALFORMED"),
+        (CONTEXT + b"[1e400," + b"[" * 3000 + b"]" * 3001 + b"}", "LIMIT_EXCEEDED"),
+        (CONTEXT + b"[" * 3000 + b"]" * 3000 + b"}", "LIMIT_EXCEEDED"),
+        (
+            b'{"v":1,"seq":1,"type":"playback","itemId":"i","playedMs":' + b"9" * 25 + b"}",
+            "LIMIT_EXCEEDED",
+        ),
+        (b'{"v":1,"seq":1,"type":"text","text":"' + b"x" * (1 << 20) + b'"}', "LIMIT_EXCEEDED"),
     ],
 )
 def test_what_the_first_parser_refuses_the_second_judges(text: bytes | str, code: str) -> None:
@@ -230,6 +240,15 @@ def test_what_the_first_parser_refuses_the_second_judges(text: bytes | str, code
     result = decode_client(text)
     assert isinstance(result, Invalid)
     assert result.code == code
+
+
+def test_a_hello_with_more_tools_than_the_limit_is_refused() -> None:
+    """§11: at most max_tools tools in a hello."""
+    decoder = Decoder("client", Limits(max_tools=1))
+    assert decoder.limits.max_tools == 1
+    result = decoder.decode(b'{"v":1,"seq":0,"type":"hello","tools":[{"name":"a"},{"name":"b"}]}')
+    assert isinstance(result, Invalid)
+    assert result.code == "LIMIT_EXCEEDED"
 
 
 def test_a_deep_frame_through_the_second_parser_is_too_deep() -> None:

@@ -31,6 +31,7 @@ from vrt.protocol.frames import FrameKind, build_frame
 from vrt.protocol.messages import Message, ToolCall, ToolStream
 from vrt.protocol.outputs import SendText
 from vrt.protocol.server import (
+    AgentInput,
     AudioReceived,
     ContextChanged,
     PlaybackReported,
@@ -607,3 +608,46 @@ def test_a_call_still_running_when_the_session_fails_sends_nothing() -> None:
     pair.settle()
     assert len(pair.trace) == written
     assert pair.client.take_outbox() == []
+
+
+class Journal:
+    """A session observer as a session store's journal is one (SessionObserver)."""
+
+    def __init__(self) -> None:
+        self.seqs: list[int] = []
+        self.events: list[AgentInput] = []
+
+    def sent(self, seq: int, message: Message, data: bytes) -> None:
+        self.seqs.append(seq)
+
+    def event(self, event: AgentInput) -> None:
+        self.events.append(event)
+
+
+def test_an_observer_sees_each_sequenced_message_once_parked_or_not() -> None:
+    """§4.1 (docs/deploy.md): a store journals every sequenced message once, in seq
+    order, connected or parked, and every event for the agent but input audio."""
+    pair = Pair()
+    pair.connect()
+    journal = Journal()
+    pair.session.observer = journal
+    turn = pair.session.begin_turn("speaking")
+    pair.cut()
+    pair.session.send_text(turn, "parked")
+    pair.connect()
+    pair.client.send_text("hi", pair.now)
+    pair.client.send_audio(FRAME, pair.now)
+    pair.settle()
+    assert journal.seqs == [1, 2, 3]  # turn.state, text, interrupted
+    assert [type(e) for e in journal.events] == [ResponseInterrupted, UserTextReceived]
+
+
+def test_an_ended_session_has_no_timers() -> None:
+    """§5.6: nothing resumes an ended session, and nothing is due for it."""
+    pair = Pair()
+    pair.connect()
+    session = pair.session
+    session.close("done")
+    assert session.timer_deadline() is None
+    session.on_timer(pair.now + 1000.0)
+    assert session.status == "closed"
