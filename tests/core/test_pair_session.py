@@ -27,6 +27,7 @@ from vrt.protocol import (
     encode,
 )
 from vrt.protocol.capabilities import TOOL_STREAM
+from vrt.protocol.client.gate import REMEMBERED_STREAMS
 from vrt.protocol.frames import FrameKind, build_frame
 from vrt.protocol.messages import Message, ToolCall, ToolStream
 from vrt.protocol.outputs import SendText
@@ -651,3 +652,13 @@ def test_an_ended_session_has_no_timers() -> None:
     assert session.timer_deadline() is None
     session.on_timer(pair.now + 1000.0)
     assert session.status == "closed"
+
+
+def test_the_client_remembers_a_bounded_number_of_tool_streams() -> None:
+    """§7.5: the last phase of each call is remembered, within a bound (gate.py)."""
+    pair = tool_pair(TOOL_STREAM)
+    turn = pair.session.begin_turn("acting")
+    for _ in range(REMEMBERED_STREAMS + 1):
+        pair.session.start_tool_call(turn, "search", server_side=True)
+    pair.settle()
+    assert len(pair.client._streams) == REMEMBERED_STREAMS
