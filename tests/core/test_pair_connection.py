@@ -97,15 +97,11 @@ def test_a_connection_gone_before_the_decision_binds_nothing() -> None:
 def test_before_hello_sequenced_messages_and_acks_get_no_session() -> None:
     """§5.1 awaiting hello: a sequenced message or an ack gets NO_SESSION (seq 0); a
     ping gets pong; input audio is ignored."""
-    pair = Pair()
-    link = Link(ServerConnection(pair.config, pair.now), 0.0)
-    pair.links.append(link)  # a raw connection: the client core is not on it
-    link.client_attached = False
-    server = link.server
-    server.receive_text(encode(UserText(text="x"), 1), pair.now)
-    server.receive_text(b'{"v":1,"seq":0,"type":"ack","upTo":1}', pair.now)
-    server.receive_text(encode(Ping(), 0), pair.now)
-    server.receive_binary(build_frame(FrameKind.INPUT, 0, b""), pair.now)
+    server = ServerConnection(ServerConfig(), 0.0)  # no client core: raw frames
+    server.receive_text(encode(UserText(text="x"), 1), 0.0)
+    server.receive_text(b'{"v":1,"seq":0,"type":"ack","upTo":1}', 0.0)
+    server.receive_text(encode(Ping(), 0), 0.0)
+    server.receive_binary(build_frame(FrameKind.INPUT, 0, b""), 0.0)
     sent = [decode_server(item.data) for item in server.take_outbox() if isinstance(item, SendText)]
     kinds = [
         (d.message.code if isinstance(d.message, Error) else d.message.TYPE)
