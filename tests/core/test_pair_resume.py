@@ -303,3 +303,24 @@ def test_a_recoverable_error_is_reported_and_the_session_goes_on() -> None:
     assert pair.client.state is ClientState.OPEN
     reported = [e for e in pair.client_events if isinstance(e, ErrorReceived)]
     assert [(e.code, e.recoverable) for e in reported] == [("AGENT_ERROR", True)]
+
+
+def test_a_gap_is_tolerated_and_counted() -> None:
+    """§4.3: senders must not skip sequence numbers, but a receiver must not crash on a
+    gap; this version defines no recovery, so the skipped message is simply missing."""
+    pair = Pair()
+    link = pair.connect()
+    turn = speaking(pair)
+    pair.settle()
+    link.to_client.lose_next()
+    pair.session.send_text(turn, "lost")
+    pair.session.send_text(turn, "after the gap")
+    link.to_server.lose_next()
+    pair.client.send_text("lost too", pair.now)
+    pair.client.send_text("after that gap", pair.now)
+    pair.advance(1.0)
+    assert agent_texts(pair) == ["after the gap"]
+    assert user_texts(pair) == ["after that gap"]
+    assert pair.client.incoming.gaps == 1
+    assert pair.session.incoming.gaps == 1
+    assert pair.client.state is ClientState.OPEN

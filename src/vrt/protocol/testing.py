@@ -11,7 +11,8 @@ side's ``receive_text``/``receive_binary`` with the time; ``timer_deadline()`` a
 :meth:`Pair.decide`.
 
 Faults, each at any point: a latency per connection (:meth:`Pair.connect`), frames
-duplicated (:meth:`Wire.duplicate_next`), delivery held (:attr:`Wire.held`), a cut at
+duplicated (:meth:`Wire.duplicate_next`) or lost (:meth:`Wire.lose_next`), delivery
+held (:attr:`Wire.held`), a cut at
 any byte of either outgoing stream (:meth:`Wire.cut_after`) or now (:meth:`Pair.cut`),
 losing what is in flight or not, each side noticing it at its own time (or never, until
 its heartbeat says so, §4.4). A resume (§5.4) is one more :meth:`Pair.connect`: the
@@ -69,6 +70,7 @@ class Wire:
         #: The byte of the outgoing stream at which the connection is cut, if set.
         self.cut_at: int | None = None
         self._duplicates = 0
+        self._losses = 0
         #: Reading is paused until then (the server's read budget, §11).
         self.paused_until = 0.0
 
@@ -82,12 +84,21 @@ class Wire:
         """The next ``count`` frames written this way arrive twice."""
         self._duplicates += count
 
+    def lose_next(self, count: int = 1) -> None:
+        """The next ``count`` frames written this way never arrive, though the
+        connection goes on: a gap no WebSocket makes, for a peer that skips sequence
+        numbers (§4.3: a receiver must not crash on one)."""
+        self._losses += count
+
     def write(self, item: Output, now: float) -> bool:
         """Put ``item`` in flight; False when it crosses the cut (it is lost)."""
         size = _size(item)
         if self.cut_at is not None and self.written + size > self.cut_at:
             return False
         self.written += size
+        if self._losses:
+            self._losses -= 1
+            return True
         copies = 1
         if self._duplicates:
             self._duplicates -= 1
