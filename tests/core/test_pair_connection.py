@@ -203,6 +203,7 @@ def test_the_read_budget_slows_reading_and_closes_a_flood() -> None:
     link = pair.connect()  # the hello took one frame
     server = link.server
     assert not server.frame_received(pair.now, 10)  # the second
+    assert server.readable_at() == pair.now  # within the budget: readable now
     assert server.frame_received(pair.now, 10)  # in debt: stop reading
     assert server.readable_at() == pytest.approx(pair.now + 1.0)
     for _ in range(3):

@@ -99,6 +99,7 @@ def test_the_servers_ack_cut_off_the_client_does_not_resend_twice() -> None:
     sent = [i for _, d, i in pair.trace if d == "to_server" and isinstance(i, SendText)]
     assert sum(b'"type":"text"' in item.data for item in sent) == 1  # never resent
     assert pair.client.outgoing.unacked == 1  # kept until an ack says otherwise (§4.2)
+    assert pair.client.outgoing.first_kept_seq == 1
 
 
 def test_a_cut_inside_a_frame_loses_it_and_the_resume_brings_it() -> None:
