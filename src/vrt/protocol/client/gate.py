@@ -68,11 +68,11 @@ class EpochGate(ABC):
         return sent
 
     def _answer(self, result: ToolResult, now: float) -> bool:
-        """§7.2: exactly one tool.result per call; False when its call has one already."""
-        if not self._calls.first_answer(result.call_id):
+        """§7.2: exactly one tool.result per call. False when its call has one already,
+        or when the session is over: then nothing is sent (§5.4)."""
+        if not self._calls.first_answer(result.call_id) or self.state is ClientState.CLOSED:
             return False
-        if self.state is not ClientState.CLOSED:
-            self._input(ClientInput.SEND, result, now)
+        self._input(ClientInput.SEND, result, now)
         return True
 
     def _answer_interrupted(self, call: ToolCall, now: float) -> bool:
