@@ -64,6 +64,13 @@ class ServerConnection(Machine[ServerState, ServerInput]):
         out, self._outbox = self._outbox, []
         return out
 
+    def has_output(self) -> bool:
+        """True when :meth:`take_outbox` has frames to write."""
+        if self._outbox:
+            return True
+        session = self.session
+        return session is not None and bool(session._outbox)
+
     def take_events(self) -> list[HelloReceived]:
         events, self._events = self._events, []
         return events

@@ -147,6 +147,10 @@ class ServerSession(AgentToolCalls):
         #: Frames for the bound connection; None while parked (nothing is written).
         self._outbox: list[Output] | None = None
         self._announced: str | None = None  # the item of the last audio.start on this connection
+        #: What the agent sent of its replies (text chunks, agent transcripts, output
+        #: audio frames, tool calls), counted: the driver writes the first one its
+        #: agent sends while handling an event at once, not after the whole reply.
+        self.replies = 0
         self._tool_stream = TOOL_STREAM in self.record.capabilities
         self._handlers: dict[type[Message], Callable[[Any, float], None]] = {
             UserText: self._on_text,
@@ -482,6 +486,7 @@ class ServerSession(AgentToolCalls):
         if self._turn(turn_id) is None:
             return False
         self._send(AgentText(text=text, turn_id=turn_id))
+        self.replies += 1
         return True
 
     def send_transcript(
@@ -497,6 +502,8 @@ class ServerSession(AgentToolCalls):
         if role == "agent" and turn_id is not None and self._turn(turn_id) is None:
             return False
         self._send(Transcript(role=role, text=text, final=final, item_id=item_id, turn_id=turn_id))
+        if role == "agent":
+            self.replies += 1
         return True
 
     def agent_error(self, message: str, *, recoverable: bool = True) -> None:
@@ -542,6 +549,7 @@ class ServerSession(AgentToolCalls):
         seq = self.record.audio_out_seq
         self.record.audio_out_seq = next_audio_seq(seq)
         out.append(SendBinary(data=build_frame(FrameKind.OUTPUT, seq, payload)))
+        self.replies += 1
         return True
 
 
