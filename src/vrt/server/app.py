@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import inspect
 import logging
 import ssl
@@ -640,7 +641,7 @@ class VrtServer:
         loop = asyncio.get_running_loop()
         agent_session = AgentSession(
             session,
-            lambda: self._write_soon(session),
+            functools.partial(self._write_soon, session),
             loop.time,
             lambda exc: self._agent_failed(session, exc),
         )

@@ -374,15 +374,27 @@ class ClientConnection(WSListener):
             return
         parts: list[bytes] = []
         close: Close | None = None
+        paused = self._paused
         for item in outbox:
-            if type(item) is SendText:
-                parts += (_header(_FIN_TEXT, len(item.data)), item.data)
-            elif type(item) is SendBinary:
-                if not self._paused:  # realtime audio: late is worse than lost (§5.4)
-                    parts += (_header(_FIN_BINARY, len(item.data)), item.data)
+            kind = type(item)
+            if kind is SendBinary:
+                if paused:  # realtime audio: late is worse than lost (§5.4)
+                    continue
+                first = _FIN_BINARY
+            elif kind is SendText:
+                first = _FIN_TEXT
             else:
                 close = cast(Close, item)
                 break
+            data = cast(SendText, item).data
+            size = len(data)
+            # _header, inline: once per frame written
+            if size < 126:
+                parts += (_SHORT.pack(first, size), data)
+            elif size < 1 << 16:
+                parts += (_MEDIUM.pack(first, 126, size), data)
+            else:
+                parts += (_LONG.pack(first, 127, size), data)
         writer = transport.underlying_transport
         if parts:
             # Server frames are unmasked (RFC 6455 §5.1), so they are built here exactly
