@@ -218,6 +218,8 @@ def _too_many_values(data: bytes, limit: int) -> int:
     containers`` values. Counting the brackets and commas of the whole frame, strings
     included, bounds that from above, which settles the common case in one pass.
     """
+    if len(data) < limit:
+        return 0  # each comma and bracket is a byte: the bound below is at most len + 1
     bound = 1 + data.count(b",") + data.count(b"[") + data.count(b"{")
     if bound <= limit:
         return 0
@@ -231,6 +233,8 @@ def _deeper_than(data: bytes, max_depth: int) -> bool:
     """Whether the frame (parsed already, so its brackets match) nests deeper than
     ``max_depth``: its brackets alone, read as +1 and -1, rise as high as it nests
     (the running sum is taken in C)."""
+    if len(data) <= 2 * max_depth:
+        return False  # nesting past max_depth takes more than max_depth brackets, each closed
     if data.count(b"[") + data.count(b"{") <= max_depth:
         return False
     steps = _outside_strings(data).translate(_STEPS, _NOT_BRACKETS)

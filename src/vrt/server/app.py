@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import inspect
 import logging
 import ssl
@@ -47,6 +48,9 @@ __all__ = ["HANDED_OFF", "VrtServer"]
 HANDED_OFF = "handed off to another process"
 
 log = logging.getLogger("vrt.server")
+
+#: No reply count reaches it (AgentSession flushes during a delivery: see _write_soon).
+_NEVER = 1 << 62
 
 #: Query parameters that look like credentials; never honoured (§5.3), always warned about.
 _CREDENTIAL_PARAMS = frozenset({"token", "auth", "access_token", "key", "api_key", "apikey"})
@@ -171,6 +175,9 @@ class VrtServer:
         self._opening: set[asyncio.Task[None]] = set()
         self._write_due_ids: set[str] = set()
         self._delivering: ServerSession | None = None
+        #: While a session's events are delivered: the count of its replies at which
+        #: its agent's flush writes at once (the first reply), _NEVER once written.
+        self._write_at_reply = _NEVER
         self._starting = 0  # new sessions between their hello and their registration
         self._refused_full = 0  # refusals at the session limit since the last warning
         self._warned_full_at = -1e9
@@ -388,6 +395,10 @@ class VrtServer:
             self._start_opening(connection, event)
         session = protocol.session
         if session is not None:
+            if protocol.has_output():
+                # The core's own answer (interrupted, pong, an error) leaves before the
+                # agent acts on the message: first output after input, at once.
+                connection.write_outbox()
             self._deliver(session)
         connection.write_outbox()
         connection.arm_timer()
@@ -397,25 +408,37 @@ class VrtServer:
     def _deliver(self, session: ServerSession) -> None:
         """Hand the session's events to its agent. Every caller writes the session's
         frames right after, so what a listening agent sends while it handles them
-        (AgentSession.listen) leaves in that same write."""
+        (AgentSession.listen) leaves in that same write; but for its first reply (a
+        text chunk, an audio frame, a transcript, a tool call), which is written at
+        once with what preceded it (``_write_soon``): a reply the agent produces whole
+        does not wait for its last part, and costs two writes, not one per message."""
         events = session.take_events()
         if events:
             if self.observer is not None:
                 self.observer.delivered(session, events)
             host = self._agents.get(session.session_id)
             if host is not None:
-                outer, self._delivering = self._delivering, session
+                outer = self._delivering, self._write_at_reply
+                self._delivering, self._write_at_reply = session, session.replies + 1
                 try:
                     host.agent_session.deliver(events)
                 finally:
-                    self._delivering = outer
+                    self._delivering, self._write_at_reply = outer
 
     def _write_soon(self, session: ServerSession) -> None:
         """After the agent acted on ``session``: the first call of a step is written at
         once (no added latency); what follows in the same step leaves in one write
         when the step is done. While its events are being delivered, the write that
-        follows the delivery takes it."""
-        if session.session_id in self._write_due_ids or session is self._delivering:
+        follows the delivery takes it, but for the agent's first reply, written at once
+        (``_deliver``)."""
+        if session is self._delivering:
+            if session.replies >= self._write_at_reply:
+                self._write_at_reply = _NEVER
+                connection = self._bound.get(session.session_id)
+                if connection is not None:
+                    connection.write_outbox()
+            return
+        if session.session_id in self._write_due_ids:
             return
         self._write_session(session)
         self._write_due_ids.add(session.session_id)
@@ -618,7 +641,7 @@ class VrtServer:
         loop = asyncio.get_running_loop()
         agent_session = AgentSession(
             session,
-            lambda: self._write_soon(session),
+            functools.partial(self._write_soon, session),
             loop.time,
             lambda exc: self._agent_failed(session, exc),
         )

@@ -157,7 +157,8 @@ class ClientConnection(WSListener):
         self._paused = False
         self._stalled: asyncio.TimerHandle | None = None
         self._throttled: asyncio.TimerHandle | None = None
-        self._pump_due = False
+        #: 0, or 1 when the frames of a read are being pumped, 2 when more than one came.
+        self._pump_due = 0
         #: Set while the bound session lives in a shared store (write-ahead).
         self.gate: WriteGate | None = None
 
@@ -231,15 +232,20 @@ class ClientConnection(WSListener):
     def _pump_soon(self) -> None:
         """Hand what a frame did to the server: the first frame of a read at once, the
         frames that arrived with it together when the read is done (one agent wake-up,
-        one write)."""
-        if not self._pump_due:
+        one write). A frame alone in its read (audio at real-time rates) is pumped once."""
+        due = self._pump_due
+        if not due:
             self.hooks.pump(self)
-            self._pump_due = True
+            self._pump_due = 1
             self.loop.call_soon(self._pump_now)
+        elif due == 1:
+            self._pump_due = 2  # more frames after the first: pumped when the read is done
 
     def _pump_now(self) -> None:
-        self._pump_due = False
-        self.hooks.pump(self)
+        more = self._pump_due == 2
+        self._pump_due = 0
+        if more:
+            self.hooks.pump(self)
 
     def on_ws_disconnected(self, transport: WSTransport) -> None:
         self.closed = True
@@ -368,15 +374,27 @@ class ClientConnection(WSListener):
             return
         parts: list[bytes] = []
         close: Close | None = None
+        paused = self._paused
         for item in outbox:
-            if type(item) is SendText:
-                parts += (_header(_FIN_TEXT, len(item.data)), item.data)
-            elif type(item) is SendBinary:
-                if not self._paused:  # realtime audio: late is worse than lost (§5.4)
-                    parts += (_header(_FIN_BINARY, len(item.data)), item.data)
+            kind = type(item)
+            if kind is SendBinary:
+                if paused:  # realtime audio: late is worse than lost (§5.4)
+                    continue
+                first = _FIN_BINARY
+            elif kind is SendText:
+                first = _FIN_TEXT
             else:
                 close = cast(Close, item)
                 break
+            data = cast(SendText, item).data
+            size = len(data)
+            # _header, inline: once per frame written
+            if size < 126:
+                parts += (_SHORT.pack(first, size), data)
+            elif size < 1 << 16:
+                parts += (_MEDIUM.pack(first, 126, size), data)
+            else:
+                parts += (_LONG.pack(first, 127, size), data)
         writer = transport.underlying_transport
         if parts:
             # Server frames are unmasked (RFC 6455 §5.1), so they are built here exactly

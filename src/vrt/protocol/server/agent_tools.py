@@ -35,6 +35,7 @@ class AgentToolCalls(ABC):
     record: SessionRecord
     config: ServerConfig
     _tool_stream: bool
+    replies: int
 
     @abstractmethod
     def _send(self, message: Message) -> None:
@@ -111,6 +112,7 @@ class AgentToolCalls(ABC):
                     epoch=call.epoch,
                 )
             )
+            self.replies += 1
         return True
 
     def is_client_call(self, call_id: str) -> bool:

@@ -13,24 +13,27 @@ behaviour here comes from one row of the table.
 
 from __future__ import annotations
 
+import struct
 from collections import deque
 from collections.abc import Callable, Mapping
 from typing import Any, Final, TypeAlias
 
 from ..codec import Decoded, Invalid, encode, shared_decoder
 from ..errors import ErrorCode, recoverable_by_default
-from ..frames import AudioFrame, parse_frame
+from ..frames import HEADER_SIZE, FrameKind, parse_frame
 from ..messages import UNSET, Ack, Error, Hello, Ping, Pong, Ready
 from ..outputs import Close, CloseCode, Output, SendText
 from ..tables import SERVER_TABLE, Machine, ServerAction, ServerInput, ServerState
 from .budget import ReadBudget
 from .config import ServerConfig
-from .events import HelloReceived
+from .events import AudioReceived, HelloReceived
 from .session import BoundConnection, ServerSession
 
 __all__ = ["ServerConnection"]
 
 _Action: TypeAlias = Callable[["ServerConnection", Any, float], None]
+#: The seq of an audio frame, after its kind byte (§8.1).
+_SEQ: Final = struct.Struct(">I")
 
 
 class ServerConnection(Machine[ServerState, ServerInput]):
@@ -64,6 +67,13 @@ class ServerConnection(Machine[ServerState, ServerInput]):
         out, self._outbox = self._outbox, []
         return out
 
+    def has_output(self) -> bool:
+        """True when :meth:`take_outbox` has frames to write."""
+        if self._outbox:
+            return True
+        session = self.session
+        return session is not None and bool(session._outbox)
+
     def take_events(self) -> list[HelloReceived]:
         events, self._events = self._events, []
         return events
@@ -94,11 +104,17 @@ class ServerConnection(Machine[ServerState, ServerInput]):
             )
             self._input(ServerInput.INVALID, invalid, now)
             return
-        frame = parse_frame(data, "server")
+        if len(data) >= HEADER_SIZE and data[0] == FrameKind.INPUT:
+            # Input audio (§8.1), parsed here: one object per frame, the agent's event.
+            event = AudioReceived(payload=data[HEADER_SIZE:], seq=_SEQ.unpack_from(data, 1)[0])
+            self._input(ServerInput.INPUT_AUDIO, event, now)
+            return
+        frame = parse_frame(data, "server")  # not input audio: it says what is wrong
         if isinstance(frame, Invalid):
             self._input(ServerInput.INVALID, frame, now)
         else:
-            self._input(ServerInput.INPUT_AUDIO, frame, now)
+            event = AudioReceived(payload=frame.payload, seq=frame.seq)
+            self._input(ServerInput.INPUT_AUDIO, event, now)
 
     def frame_received(self, now: float, size: int = 0) -> bool:
         """A WebSocket frame of ``size`` bytes arrived, of any kind: it counts for the
@@ -269,9 +285,9 @@ class ServerConnection(Machine[ServerState, ServerInput]):
         assert self.session is not None
         self.session.receive_ack(decoded.message)
 
-    def _pass_audio(self, frame: AudioFrame, now: float) -> None:
+    def _pass_audio(self, event: AudioReceived, now: float) -> None:
         assert self.session is not None
-        self.session.receive_audio(frame.payload, frame.seq)
+        self.session.audio_received(event)
 
     def _invalid_input(self, invalid: Invalid, now: float) -> None:
         window = self._invalid

@@ -13,6 +13,7 @@ an agent never sees a seq, an ack or a closed epoch's leftovers.
 
 from __future__ import annotations
 
+import struct
 from collections.abc import Callable
 from typing import Any, Final, Literal, Protocol
 
@@ -22,7 +23,7 @@ from ..capabilities import TOOL_STREAM, negotiate
 from ..codec import Decoded, encode
 from ..errors import ErrorCode, LocalProtocolError
 from ..formats import choose_format, duration_ms
-from ..frames import FrameKind, build_frame, next_audio_seq
+from ..frames import FrameKind
 from ..ids import new_id
 from ..messages import (
     PCM16_24K,
@@ -147,6 +148,10 @@ class ServerSession(AgentToolCalls):
         #: Frames for the bound connection; None while parked (nothing is written).
         self._outbox: list[Output] | None = None
         self._announced: str | None = None  # the item of the last audio.start on this connection
+        #: What the agent sent of its replies (text chunks, agent transcripts, output
+        #: audio frames, tool calls), counted: the driver writes the first one its
+        #: agent sends while handling an event at once, not after the whole reply.
+        self.replies = 0
         self._tool_stream = TOOL_STREAM in self.record.capabilities
         self._handlers: dict[type[Message], Callable[[Any, float], None]] = {
             UserText: self._on_text,
@@ -285,6 +290,10 @@ class ServerSession(AgentToolCalls):
     def receive_audio(self, payload: bytes, seq: int) -> None:
         self._events.append(AudioReceived(payload=payload, seq=seq))
 
+    def audio_received(self, event: AudioReceived) -> None:
+        """An input audio frame, already an event (``ServerConnection.receive_binary``)."""
+        self._events.append(event)
+
     def pong(self) -> None:
         self.send_transient(Pong())
 
@@ -343,14 +352,15 @@ class ServerSession(AgentToolCalls):
     def timer_deadline(self) -> float | None:
         """The earliest of the ack deadline (§4.2, while connected), the tool timeouts
         (§7.2, parked or not) and the end of the resume window (§5.1, while parked)."""
-        if self.record.ended is not None:
+        record = self.record
+        if record.ended is not None:
             return None
-        deadline = self.record.calls.next_deadline()
+        deadline = record.calls.next_deadline() if record.calls else None
         if self._outbox is not None:
             ack = self.incoming.ack_deadline()
             if ack is not None and (deadline is None or ack < deadline):
                 deadline = ack
-        expires = self.record.expires_at
+        expires = record.expires_at
         if expires is not None and (deadline is None or expires < deadline):
             deadline = expires
         return deadline
@@ -482,6 +492,7 @@ class ServerSession(AgentToolCalls):
         if self._turn(turn_id) is None:
             return False
         self._send(AgentText(text=text, turn_id=turn_id))
+        self.replies += 1
         return True
 
     def send_transcript(
@@ -497,6 +508,8 @@ class ServerSession(AgentToolCalls):
         if role == "agent" and turn_id is not None and self._turn(turn_id) is None:
             return False
         self._send(Transcript(role=role, text=text, final=final, item_id=item_id, turn_id=turn_id))
+        if role == "agent":
+            self.replies += 1
         return True
 
     def agent_error(self, message: str, *, recoverable: bool = True) -> None:
@@ -539,13 +552,18 @@ class ServerSession(AgentToolCalls):
         )
         if self._announced != item_id:
             self._announce(item)
-        seq = self.record.audio_out_seq
-        self.record.audio_out_seq = next_audio_seq(seq)
-        out.append(SendBinary(data=build_frame(FrameKind.OUTPUT, seq, payload)))
+        record = self.record
+        seq = record.audio_out_seq
+        record.audio_out_seq = (seq + 1) & _U32_MASK  # next_audio_seq, inline: per frame
+        out.append(SendBinary(data=_OUTPUT_HEADER.pack(FrameKind.OUTPUT, seq) + payload))
+        self.replies += 1
         return True
 
 
 _TOOLS: Final = msgspec.json.Decoder(tuple[Tool, ...])
+#: An audio frame's header (§8.1), as frames.build_frame packs it; seqs wrap at 2^32.
+_OUTPUT_HEADER: Final = struct.Struct(">BI")
+_U32_MASK: Final = (1 << 32) - 1
 
 
 def _client_state(hello: Hello) -> tuple[bytes, bytes]:

@@ -86,6 +86,8 @@ class ToolCalls:
         return [call for call in self._calls.values() if call.turn_id == turn_id]
 
     def next_deadline(self) -> float | None:
+        if not self._calls:
+            return None
         deadlines = [c.deadline for c in self._calls.values() if c.deadline is not None]
         return min(deadlines) if deadlines else None
 
