@@ -90,7 +90,8 @@ def open_server(
     hello = Hello(tools=tools or UNSET, capabilities=capabilities or UNSET)
     connection.receive_text(encode(hello, 0), now)
     events = connection.take_events()
-    assert len(events) == 1 and isinstance(events[0], HelloReceived)
+    assert len(events) == 1
+    assert isinstance(events[0], HelloReceived)
     session = ServerSession(events[0].hello, config)
     assert connection.open(session, now) is None
     server = Server(connection, session, config)
