@@ -7,6 +7,9 @@ A reason is what a peer's developer reads in ``error.message``: the tests pin it
 
 from __future__ import annotations
 
+import sys
+from typing import Any
+
 import orjson
 import pytest
 
@@ -15,7 +18,7 @@ from vrt.protocol.errors import ErrorCode
 from vrt.protocol.messages import Format, Hello, TurnState
 
 
-def _refused(data: bytes, decoder: Decoder | None = None) -> Invalid:
+def _refused(data: bytes | str, decoder: Decoder | None = None) -> Invalid:
     result = decoder.decode(data) if decoder is not None else decode_client(data)
     assert isinstance(result, Invalid), result
     return result
@@ -187,3 +190,83 @@ def test_an_integral_float_is_an_integer(extra: dict[str, object]) -> None:
     assert isinstance(hello, Hello)
     assert isinstance(hello.input, Format)
     assert hello.input.sample_rate == 24000
+
+
+# -- more of §9.1 and §11, as the reasons say them ----------------------------------
+
+
+def test_a_defect_in_the_decoder_is_invalid_field_not_an_exception(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """§9.1: the decoder never raises: a defect inside it is INVALID_FIELD."""
+
+    def broken(self: Decoder, data: bytes | str) -> Decoded[Any] | Invalid:
+        raise RuntimeError("boom")
+
+    monkeypatch.setattr(Decoder, "_decode", broken)
+    assert Decoder("client").decode(b"{}") == Invalid(
+        ErrorCode.INVALID_FIELD, "the message could not be read: RuntimeError('boom')"
+    )
+
+
+def test_a_text_frame_that_is_not_utf8_is_malformed() -> None:
+    """§2.2, §9.1: a text frame given as a str that cannot be UTF-8 is MALFORMED."""
+    assert _refused("\ud800") == Invalid(ErrorCode.MALFORMED, "the frame is not UTF-8")
+
+
+def test_nesting_beyond_the_parser_is_limit_exceeded() -> None:
+    """§11: nesting deeper than the parser goes is LIMIT_EXCEEDED."""
+    assert _refused(b"[" * 1100 + b"]" * 1100) == Invalid(
+        ErrorCode.LIMIT_EXCEEDED, "the frame is nested too deeply (§11)"
+    )
+
+
+def test_an_absent_version_is_called_absent() -> None:
+    """§3.1, §9.1: without ``v`` the reason says it is absent."""
+    assert _refused(b'{"seq":0,"type":"hello"}') == Invalid(
+        ErrorCode.UNSUPPORTED_VERSION,
+        "v is absent; this receiver speaks vRT major version 1 (§3.1)",
+    )
+
+
+def test_an_integer_past_64_bits_is_limit_exceeded() -> None:
+    """§11: a valid integer this receiver cannot hold (``playedMs`` has no maximum) is
+    LIMIT_EXCEEDED, of its message's type."""
+    frame = b'{"v":1,"seq":1,"type":"playback","itemId":"i","playedMs":%d}' % 2**70
+    refused = _refused(frame)
+    assert refused.code == ErrorCode.LIMIT_EXCEEDED
+    assert refused.type == "playback"
+    assert refused.reason.startswith(
+        "playback: a number this receiver cannot hold, past 64-bit integers (§11): "
+    )
+
+
+def test_an_integer_beyond_the_double_range_is_invalid_field() -> None:
+    """§9.1: an integer beyond the range of a double cannot be passed on faithfully:
+    INVALID_FIELD, not a limit."""
+    frame = b'{"v":1,"seq":1,"type":"playback","itemId":"i","playedMs":' + b"9" * 400 + b"}"
+    assert _refused(frame) == Invalid(
+        ErrorCode.INVALID_FIELD,
+        "playback: holds a number beyond the range of a double, which cannot be passed on "
+        "faithfully",
+        "playback",
+    )
+
+
+def test_the_largest_double_is_in_range() -> None:
+    """§9.1: the largest double, written as an integer, is in range; only what follows
+    it (an unpaired surrogate) is refused."""
+    largest = str(int(sys.float_info.max)).encode()
+    frame = b'{"v":1,"seq":1,"type":"context","context":[' + largest + b',"\\ud800x"]}'
+    assert _refused(frame).reason == (
+        "context: holds a string with an unpaired surrogate, which cannot be passed on faithfully"
+    )
+
+
+def test_a_duplicate_hidden_behind_an_escaped_colon_is_found() -> None:
+    """§2.2: a member twice in one object is INVALID_FIELD, even when the value kept
+    holds a ``:`` written as ``\\u003a`` (which makes the quick colon count agree)."""
+    frame = b'{"v":1,"seq":1,"type":"text","x":[],"text":"y","text":"\\u003a"}'
+    assert _refused(frame) == Invalid(
+        ErrorCode.INVALID_FIELD, "text: member 'text' appears twice in one object (§2.2)", "text"
+    )
