@@ -26,6 +26,11 @@ def test_bounds_of_one_are_allowed_and_zero_refused() -> None:
         OutgoingStream(max_kept_bytes=0)
 
 
+def test_an_ack_before_any_send_drops_nothing() -> None:
+    """§4.2: an ``ack`` when nothing was ever sent acknowledges nothing."""
+    assert OutgoingStream().ack(5) == 0
+
+
 def test_kept_bytes_counts_what_is_kept() -> None:
     """§4.2, §11: ``kept_bytes`` is the size of the unacknowledged messages: it grows
     with each send and shrinks with each ack."""
