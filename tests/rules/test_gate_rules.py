@@ -195,3 +195,28 @@ def test_the_last_256_streams_are_remembered() -> None:
     client.deliver(_stream("c_0", 1, "arguments-delta", delta="x"), 1.3)
     updates = [e for e in client.session.take_events() if isinstance(e, ToolStreamUpdate)]
     assert [e.call_id for e in updates] == ["c_256", "c_0"]
+
+
+def test_an_interrupt_answers_the_running_call_now() -> None:
+    """§6.2, §7.2: the running call of a closed epoch is answered INTERRUPTED at once,
+    written now (the tool's later outcome is discarded)."""
+    client = open_client()
+    client.deliver(_call("c_1", 1), 1.0)
+    client.written()
+    client.deliver(Interrupted(epoch=1), 5.0)
+    assert _results(client) == [("c_1", False, "INTERRUPTED", "the turn was interrupted")]
+    _sent_at(client, 5.0)
+
+
+def test_an_interrupt_answers_the_queued_calls_now() -> None:
+    """§6.2, §7.2: the queued calls of a closed epoch are answered at once, written now."""
+    client = open_client()
+    client.deliver(_call("c_1", 1), 1.0)
+    client.deliver(_call("c_2", 1), 1.0)  # queued behind c_1
+    client.written()
+    client.deliver(Interrupted(epoch=1), 5.0)
+    assert _results(client) == [
+        ("c_1", False, "INTERRUPTED", "the turn was interrupted"),
+        ("c_2", False, "INTERRUPTED", "the turn was interrupted"),
+    ]
+    _sent_at(client, 5.0)
