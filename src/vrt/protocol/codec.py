@@ -598,7 +598,7 @@ def encode(message: Message, seq: int = 0) -> bytes:
 _checking: list[bool] = [False]
 
 
-def check_encoding(enabled: bool = True) -> None:
+def check_encoding(enabled: bool = True) -> None:  # pragma: no mutate block
     """Check every message :func:`encode` writes against the schemas, as its receiver
     would decode it, and raise :class:`LocalProtocolError` for one the spec forbids
     (a negative epoch, a member out of range, a seq of the wrong class). The tests run
