@@ -2,7 +2,7 @@
 sockets, no asyncio): it is fed encoded server frames and its outbox is read back with
 the server's decoder.
 
-Each test closes a gap mutation testing found (docs/mutation-testing.md).
+Each test closes a gap mutation testing found (docs/testing.md#mutation-testing).
 """
 
 from __future__ import annotations

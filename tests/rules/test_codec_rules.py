@@ -1,6 +1,6 @@
 """The decoder's classification and reasons (§9.1, §4.1, §5.2, §11), limits' own
 bounds, and the unknown members nested objects keep (§2.2). Survivors of mutation
-testing on ``codec.py`` (docs/mutation-testing.md).
+testing on ``codec.py`` (docs/testing.md#mutation-testing).
 
 A reason is what a peer's developer reads in ``error.message``: the tests pin it.
 """

@@ -1,5 +1,5 @@
 """§8.1: why an audio frame is refused, as the error's reason says it (survivors of
-mutation testing on ``frames.py``, docs/mutation-testing.md)."""
+mutation testing on ``frames.py``, docs/testing.md#mutation-testing)."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
 """The client's epoch gate and tool queue (§4.4, §6.2, §7.1, §7.2, §7.5), event by
-event. Survivors of mutation testing on ``client/gate.py`` (docs/mutation-testing.md).
+event. Survivors of mutation testing on ``client/gate.py`` (docs/testing.md#mutation-testing).
 
 A result the client writes counts as sent for the ping schedule (§4.4): the next ping
 is due ``ping_interval`` after it, which these tests read from ``timer_deadline``.

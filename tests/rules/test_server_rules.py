@@ -2,7 +2,7 @@
 no asyncio): a :class:`ServerConnection` bound to its :class:`ServerSession`, fed
 encoded client frames, its outbox read back with the client's decoder.
 
-Each test closes a gap mutation testing found (docs/mutation-testing.md).
+Each test closes a gap mutation testing found (docs/testing.md#mutation-testing).
 """
 
 from __future__ import annotations

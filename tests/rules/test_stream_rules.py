@@ -1,6 +1,6 @@
 """The outgoing stream's bounds (§4.1, §4.2, §5.4, §11): what it keeps for resends, in
 messages and in bytes, and the last seq it may send. Survivors of mutation testing on
-``streams.py`` (docs/mutation-testing.md).
+``streams.py`` (docs/testing.md#mutation-testing).
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """Tool calls on both sides (§7.1, §7.2, §11): one result per call, the queue, the
 timeout and the bound on calls awaiting a result. Survivors of mutation testing on
-``client/calls.py`` and ``server/tools.py`` (docs/mutation-testing.md).
+``client/calls.py`` and ``server/tools.py`` (docs/testing.md#mutation-testing).
 """
 
 from __future__ import annotations
