@@ -25,12 +25,9 @@ its bytes in C, so what a frame costs is linear in its size whatever its shape.
 
 from __future__ import annotations
 
-import gc
 import json
-import math
 from dataclasses import dataclass
 from functools import cache
-from itertools import accumulate
 from typing import Any, Final, Generic, NamedTuple, TypeVar, cast
 
 import msgspec
@@ -49,6 +46,14 @@ from .messages import (
     ServerMessage,
     Tool,
     _Object,
+)
+from .scan import (
+    deeper_than,
+    duplicate_name,
+    parse,
+    read_integer,
+    too_many_values,
+    unique_names,
 )
 from .schemas import MessageSchema, Sender, message_schemas, shared_object_members
 
@@ -129,16 +134,6 @@ class Decoded(msgspec.Struct, Generic[M], frozen=True, gc=False):
 
 _TAKES_ANY_NUMBER: Final = (int, float)
 _ENVELOPE: Final = frozenset({"v", "seq", "type"})
-_WHITESPACE: Final = b" \t\n\r"
-#: Every byte but the four brackets, for ``bytes.translate(None, ...)``.
-_NOT_BRACKETS: Final = bytes(b for b in range(256) if b not in b"[]{}")
-#: Opening brackets as the signed byte +1, closing ones as -1.
-_STEPS: Final = bytes.maketrans(b"[{]}", b"\x01\x01\xff\xff")
-#: A number with more digits than this is beyond the range of a double (~1.8e308)
-#: whatever its value; Python would refuse to read one past 4,300 digits anyway.
-_MAX_INTEGER_DIGITS: Final = 400
-#: Above this many brackets, a frame is parsed with the garbage collector paused.
-_MANY_CONTAINERS: Final = 2_000
 _SEQ_RULE: Final = {
     "transient": "always 0",
     "sequenced": "an integer from 1 to 4294967295",
@@ -163,25 +158,6 @@ def _shown(value: Any) -> str:
     return text if len(text) <= 40 else text[:37] + "..."
 
 
-def _parse(data: bytes) -> Any:
-    """``orjson.loads``, with the cyclic garbage collector paused for a frame of many
-    arrays and objects. Each container built counts towards a collection, and the
-    collections that run while 100,000 of them are built walk them again and again:
-    measured, parsing took 3 to 4 times as long. Paused, they are walked once, later."""
-    if data.count(b"[") + data.count(b"{") < _MANY_CONTAINERS or not gc.isenabled():
-        return orjson.loads(data)
-    gc.disable()
-    try:
-        return orjson.loads(data)
-    finally:
-        gc.enable()
-
-
-def _read_integer(digits: str) -> int | float:
-    # Beyond a double's range either way: read as infinity, which _walk reports.
-    return int(digits) if len(digits) <= _MAX_INTEGER_DIGITS else math.inf
-
-
 def _parse_fallback(data: bytes) -> Any | Invalid:
     """Parse what orjson refused: numbers beyond the double range and unpaired surrogates
     are JSON (RFC 8259) that orjson does not read; everything else it refuses is not JSON.
@@ -195,86 +171,11 @@ def _parse_fallback(data: bytes) -> Any | Invalid:
         raise ValueError(f"{name} is not a JSON value")
 
     try:
-        return json.loads(text, parse_constant=no_constants, parse_int=_read_integer)
+        return json.loads(text, parse_constant=no_constants, parse_int=read_integer)
     except RecursionError:
         return Invalid(ErrorCode.LIMIT_EXCEEDED, "the frame is nested too deeply")
     except ValueError as exc:
         return Invalid(ErrorCode.MALFORMED, f"the frame is not JSON: {exc}")
-
-
-def _outside_strings(data: bytes) -> bytes:
-    """``data`` with every JSON string emptied (``""``), in C: with the escapes ``\\\\``
-    and ``\\"`` gone (taken left to right, as JSON reads them), every ``"`` left opens
-    or closes a string."""
-    plain = data.replace(b"\\\\", b"").replace(b'\\"', b"")
-    return b'""'.join(plain.split(b'"')[::2])
-
-
-def _too_many_values(data: bytes, limit: int) -> int:
-    """The number of JSON values in ``data`` when it is more than ``limit``; 0 otherwise.
-
-    Counted in C, without parsing: outside strings, each non-empty array or object holds
-    one value more than it has commas, so a frame holds ``1 + commas + non-empty
-    containers`` values. Counting the brackets and commas of the whole frame, strings
-    included, bounds that from above, which settles the common case in one pass.
-    """
-    if len(data) < limit:
-        return 0  # each comma and bracket is a byte: the bound below is at most len + 1
-    bound = 1 + data.count(b",") + data.count(b"[") + data.count(b"{")
-    if bound <= limit:
-        return 0
-    bare = _outside_strings(data).translate(None, _WHITESPACE)
-    empty = bare.count(b"[]") + bare.count(b"{}")
-    count = 1 + bare.count(b",") + bare.count(b"[") + bare.count(b"{") - empty
-    return count if count > limit else 0
-
-
-def _deeper_than(data: bytes, max_depth: int) -> bool:
-    """Whether the frame (parsed already, so its brackets match) nests deeper than
-    ``max_depth``: its brackets alone, read as +1 and -1, rise as high as it nests
-    (the running sum is taken in C)."""
-    if len(data) <= 2 * max_depth:
-        return False  # nesting past max_depth takes more than max_depth brackets, each closed
-    if data.count(b"[") + data.count(b"{") <= max_depth:
-        return False
-    steps = _outside_strings(data).translate(_STEPS, _NOT_BRACKETS)
-    return max(accumulate(memoryview(steps).cast("b"))) > max_depth
-
-
-def _unique_names(data: bytes, value: dict[str, Any]) -> bool:
-    """Whether no object of the frame has a member name twice (§2.2), by counting.
-
-    Outside strings JSON has a ':' only after a member name. A flat object whose ':'
-    count equals its member count has no duplicate. Otherwise re-encode what was
-    parsed: duplicates were dropped from it, with any ':' in their values, so equal
-    counts mean no duplicate (a ``\\u`` escape can hide a ':' that the re-encoding
-    writes plainly). Otherwise only the ':' outside strings settle it.
-    """
-    colons = data.count(b":")
-    if colons == len(value) and b"[" not in data and data.count(b"{") == 1:
-        return True
-    try:
-        again = orjson.dumps(value)
-    except orjson.JSONEncodeError:  # an unpaired surrogate or an integer past 64 bits
-        again = json.dumps(value).encode()
-    if colons == again.count(b":") and b"\\u" not in data:
-        return True
-    return _outside_strings(data).count(b":") == _outside_strings(again).count(b":")
-
-
-def _duplicate_name(data: bytes) -> str:
-    found: list[str] = []
-
-    def pairs(items: list[tuple[str, Any]]) -> dict[str, Any]:
-        seen: set[str] = set()
-        for key, _ in items:
-            if key in seen and not found:
-                found.append(key)
-            seen.add(key)
-        return dict(items)
-
-    json.loads(data.decode("utf-8"), object_pairs_hook=pairs)
-    return found[0] if found else "?"
 
 
 def _pointer(path: list[str | int]) -> str:
@@ -319,7 +220,7 @@ class Decoder:
                 f"the frame has {len(data)} bytes; this receiver takes at most "
                 f"{limits.max_frame_bytes} (§11)",
             )
-        values = _too_many_values(data, limits.max_json_values)
+        values = too_many_values(data, limits.max_json_values)
         if values:
             return Invalid(
                 ErrorCode.LIMIT_EXCEEDED,
@@ -328,7 +229,7 @@ class Decoder:
             )
         unfaithful = ""  # what orjson refused in a frame that is JSON
         try:
-            value = _parse(data)
+            value = parse(data)
         except orjson.JSONDecodeError as exc:
             why = str(exc)
             if "depth limit" in why:
@@ -416,14 +317,14 @@ class Decoder:
         """Depth (§11), member names given twice (§2.2), then ``unfaithful``: what the
         fallback parser let through that cannot be passed on faithfully."""
         max_depth = self._limits.max_depth
-        if _deeper_than(data, max_depth):
+        if deeper_than(data, max_depth):
             return Invalid(
                 ErrorCode.LIMIT_EXCEEDED,
                 f"the message nests deeper than {max_depth} levels (§11)",
                 type_,
             )
-        if not _unique_names(data, value):
-            name = _duplicate_name(data)
+        if not unique_names(data, value):
+            name = duplicate_name(data)
             return Invalid(
                 ErrorCode.INVALID_FIELD,
                 f"{type_}: member {name!r} appears twice in one object (§2.2)",
