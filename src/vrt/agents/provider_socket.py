@@ -25,6 +25,7 @@ import contextlib
 import ipaddress
 import logging
 import random
+from abc import ABC, abstractmethod
 from collections import deque
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
@@ -231,7 +232,7 @@ class SessionOver(Exception):
 L = TypeVar("L", bound=ProviderSocket)
 
 
-class ProviderAgent(Generic[L]):
+class ProviderAgent(ABC, Generic[L]):
     """The lifecycle of a speech-to-speech adapter: one provider session at a time for
     the vRT session, reopened after a loss (see the module documentation for the
     bounds). An adapter implements the hooks: how to connect and start a provider
@@ -385,26 +386,30 @@ class ProviderAgent(Generic[L]):
     def _prepare(self, session: AgentSession) -> None:
         """Read what the agent needs of the session (its tools, its context)."""
 
+    @abstractmethod
     def _send_audio(self, link: L, payload: bytes) -> None:
-        raise NotImplementedError
+        """Pass one input audio frame to the provider."""
 
+    @abstractmethod
     def _handle(self, link: L, event: AgentInput) -> None:
-        raise NotImplementedError
+        """Pass one control event of the session to the provider."""
 
     def _url(self) -> str:
         return self.config.base_url
 
+    @abstractmethod
     def _headers(self) -> dict[str, str]:
-        raise NotImplementedError
+        """The headers of the provider's WebSocket upgrade (its credentials)."""
 
+    @abstractmethod
     def _start(self, ws: ClientConnection) -> L:
         """Send the session's configuration; the link, not yet confirmed. The adapter
         sets ``self._link`` (and drains the pending events) once the link takes the
         client's events."""
-        raise NotImplementedError
 
+    @abstractmethod
     async def _read(self, link: L) -> None:
-        raise NotImplementedError
+        """Read the provider's events until the link closes."""
 
     def _classify_close(self, link: L) -> None:
         """Set ``link.fatal``, ``expected`` or ``retry_now`` from how it closed."""
