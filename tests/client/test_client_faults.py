@@ -21,7 +21,7 @@ from urllib.parse import urlsplit
 import pytest
 import trustme
 
-from vrt.agents import load_agent
+from vrt.agents import Agent, SessionInfo, load_agent
 from vrt.client import (
     DEFAULT_GIVE_UP_AFTER,
     DEFAULT_MAX_MESSAGE_BYTES,
@@ -223,6 +223,75 @@ class TestGiveUp:
         assert failed.code == "RESUME_TIMEOUT"
         assert len(proxy.links) >= 2
         await recorder.next_of(SessionClosed)
+
+
+class TestOpening:
+    """The first connection dies before its ``ready``: no session exists to resume,
+    so the client opens one with a fresh ``hello``, within ``give_up_after``."""
+
+    async def test_a_first_connection_lost_before_ready_is_opened_again(
+        self, vrt: LiveServer, make_proxy: ProxyFactory, make_client: ClientFactory
+    ) -> None:
+        proxy = await make_proxy(vrt.url)
+        cut = [False]
+
+        def lose_the_first_ready(frame: Frame, link: Link) -> Action:
+            del link
+            if frame.direction == "s2c" and frame.type == "ready" and not cut[0]:
+                cut[0] = True
+                return "drop+cut"
+            return "forward"
+
+        proxy.hook = lose_the_first_ready
+        client, recorder = make_client(proxy.url, give_up_after=5)
+        connected = await client.connect()
+        assert not connected.resumed
+        hellos = [f.message for f in proxy.frames if f.type == "hello"]
+        assert len(hellos) == 2
+        assert all(h is not None and "resume" not in h for h in hellos)  # §5.1: fresh
+        retries = [e for e in recorder.events if isinstance(e, Disconnected)]
+        assert len(retries) == 1
+        assert retries[0].resuming
+        assert await say(client, "echo after a second hello", recorder) == ("after a second hello")
+
+    async def test_opening_gives_up_after_give_up_after(
+        self, vrt: LiveServer, make_proxy: ProxyFactory, make_client: ClientFactory
+    ) -> None:
+        """The server's frames never arrive: connect() raises CONNECT_FAILED at the
+        give-up time, naming the attempts, and nothing follows."""
+        proxy = await make_proxy(vrt.url)
+        proxy.hold_new_links = True
+        client, recorder = make_client(proxy.url, give_up_after=0.6, ping_interval=0.1)
+        with pytest.raises(VrtError) as raised:
+            await client.connect()
+        assert raised.value.code == "CONNECT_FAILED"
+        assert "could not open the session within 0.6 s" in raised.value.message
+        assert not any(isinstance(e, SessionFailed) for e in recorder.events)
+        links = len(proxy.links)
+        assert links >= 2
+        await asyncio.sleep(0.3)
+        assert len(proxy.links) == links  # it really stopped
+
+    async def test_a_refused_hello_is_not_sent_again(
+        self, make_proxy: ProxyFactory, make_client: ClientFactory
+    ) -> None:
+        """A hello the server refuses (START_FAILED, not recoverable, §9.2) ends
+        connect() at once: asking again would be refused again."""
+
+        def broken(info: SessionInfo) -> Agent:
+            raise RuntimeError(f"no agent for {info.session_id}")
+
+        server = VrtServer(broken)
+        await server.start("127.0.0.1", 0)
+        try:
+            proxy = await make_proxy(server.url)
+            client, _ = make_client(proxy.url, give_up_after=5)
+            with pytest.raises(VrtError) as raised:
+                await client.connect()
+            assert raised.value.code == "START_FAILED"
+            assert [f.type for f in proxy.frames].count("hello") == 1
+        finally:
+            await server.close()
 
 
 # --- §5.4 what was never delivered ----------------------------------------------------------

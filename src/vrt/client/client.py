@@ -201,6 +201,10 @@ class _ReadyPeek(msgspec.Struct, rename="camel"):
 
 _READY_PEEK: Final = msgspec.json.Decoder(_ReadyPeek)
 
+#: Close codes that end a first connection before ``ready`` for good: the server
+#: closed on purpose (1000), or refused by policy (1008) or the credential (4401).
+_FINAL_BEFORE_READY: Final = frozenset({CloseCode.NORMAL, CloseCode.POLICY, CloseCode.UNAUTHORIZED})
+
 
 def _resumed_from(data: str) -> int | None:
     """``resumedFrom`` of a ``ready``; None for any other text."""
@@ -214,7 +218,8 @@ def _resumed_from(data: str) -> int | None:
 class VrtError(Exception):
     """The session could not be opened or cannot continue. ``code`` is the server's
     (UNAUTHORIZED, START_FAILED, ...) or the client's own: CONNECT_FAILED (no
-    connection could be made; ``__cause__`` holds the transport's exception),
+    connection could be made, ``__cause__`` holding the transport's exception, or
+    none got its ``ready`` within ``give_up_after``),
     LIMIT_EXCEEDED, CLOSED."""
 
     def __init__(self, code: str, message: str) -> None:
@@ -541,6 +546,12 @@ class VrtClient:
                         self._stop("the server refused the credential (UNAUTHORIZED)")
                         return
                     core.auth = fresh
+                elif self.reconnect and self._may_open_again(ended):
+                    # The first connection opened but died before its ready: nothing
+                    # was opened, so a fresh hello is safe; it gets the same give-up
+                    # time as a resume.
+                    if deadline is None and math.isfinite(self.give_up_after):
+                        deadline = now + self.give_up_after
                 elif not (self.reconnect and core.resumable):
                     self._stop(*self._why_ended(ended))
                     return
@@ -570,6 +581,21 @@ class VrtClient:
             if self._ready is not None and not self._ready.done():
                 self._ready.set_exception(VrtError("CLOSED", "the client stopped"))
 
+    def _may_open_again(self, ended: _Ended) -> bool:
+        """Whether a first connection that ended before ``ready`` is worth a fresh
+        ``hello``: the WebSocket opened and nothing refused the session. A server that
+        cannot be reached fails ``connect()`` at once (CONNECT_FAILED); one that
+        closed on purpose (1000, 1008) or refused the hello (an error, which closes
+        the core) is not asked twice. A connection lost, declared dead by the
+        heartbeat (§4.4), or closed as going away or overloaded is tried again."""
+        core = self.core
+        return (
+            core.session_id is None
+            and core.state is not ClientState.CLOSED
+            and ended.error is None
+            and ended.code not in _FINAL_BEFORE_READY
+        )
+
     def _too_big(self, size: int | None) -> str:
         what = f"a message of {size} bytes" if size else "a larger message"
         return f"the server sent {what}; max_message_bytes is {self.max_message_bytes}"
@@ -598,6 +624,13 @@ class VrtClient:
     def _give_up(self, ended: _Ended, attempts: int) -> None:
         last = f"{ended.code}: {ended.reason}" if ended.code is not None else ended.reason
         plural = "s" if attempts != 1 else ""
+        if self.core.session_id is None:  # never opened: nothing to report as failed
+            self._stop(
+                f"could not open the session within {self.give_up_after:g} s "
+                f"({attempts} attempt{plural}; the last: {last})",
+                "CONNECT_FAILED",
+            )
+            return
         self._fail(
             RESUME_TIMEOUT,
             f"could not resume the session within {self.give_up_after:g} s "
