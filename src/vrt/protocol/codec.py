@@ -220,7 +220,10 @@ class Decoder:
                 f"the frame has {len(data)} bytes; this receiver takes at most "
                 f"{limits.max_frame_bytes} (§11)",
             )
-        values = too_many_values(data, limits.max_json_values)
+        # A frame shorter than the bound holds fewer values (one byte each at least).
+        values = len(data) >= limits.max_json_values and too_many_values(
+            data, limits.max_json_values
+        )
         if values:
             return Invalid(
                 ErrorCode.LIMIT_EXCEEDED,
@@ -317,6 +320,13 @@ class Decoder:
         """Depth (§11), member names given twice (§2.2), then ``unfaithful``: what the
         fallback parser let through that cannot be passed on faithfully."""
         max_depth = self._limits.max_depth
+        if (
+            not unfaithful
+            and b"[" not in data
+            and data.count(b"{") == 1
+            and data.count(b":") == len(value)
+        ):
+            return None  # one flat object, a ':' per member parsed: no depth, no duplicate
         if deeper_than(data, max_depth):
             return Invalid(
                 ErrorCode.LIMIT_EXCEEDED,

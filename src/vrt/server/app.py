@@ -400,7 +400,8 @@ class VrtServer:
                 # agent acts on the message: first output after input, at once.
                 connection.write_outbox()
             self._deliver(session)
-        connection.write_outbox()
+        if protocol.has_output():
+            connection.write_outbox()
         connection.arm_timer()
         if session is not None and session.status == "closed":
             self._end_session(session, "session closed")

@@ -34,6 +34,8 @@ __all__ = ["ServerConnection"]
 _Action: TypeAlias = Callable[["ServerConnection", Any, float], None]
 #: The seq of an audio frame, after its kind byte (§8.1).
 _SEQ: Final = struct.Struct(">I")
+#: The pong frame never varies (§4.4: transient, seq 0): encoded once, shared (frozen).
+_PONG: Final = SendText(data=encode(Pong(), 0))
 
 
 class ServerConnection(Machine[ServerState, ServerInput]):
@@ -68,11 +70,12 @@ class ServerConnection(Machine[ServerState, ServerInput]):
         return out
 
     def has_output(self) -> bool:
-        """True when :meth:`take_outbox` has frames to write."""
+        """True when :meth:`take_outbox` has frames to write, or a close to perform for
+        a session that has ended."""
         if self._outbox:
             return True
         session = self.session
-        return session is not None and bool(session._outbox)
+        return session is not None and (bool(session._outbox) or session.ended is not None)
 
     def take_events(self) -> list[HelloReceived]:
         events, self._events = self._events, []
@@ -231,7 +234,7 @@ class ServerConnection(Machine[ServerState, ServerInput]):
         self._events.append(HelloReceived(hello=decoded.message))
 
     def _pong(self, decoded: Decoded[Any], now: float) -> None:
-        self._emit(SendText(data=encode(Pong(), 0)))  # §4.4: pong in any state
+        self._emit(_PONG)  # §4.4: pong in any state
 
     def _no_session(self, decoded: Decoded[Any], now: float) -> None:
         self._error(

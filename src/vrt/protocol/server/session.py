@@ -35,7 +35,6 @@ from ..messages import (
     Interrupted,
     Message,
     Playback,
-    Pong,
     Tool,
     ToolResult,
     TurnState,
@@ -289,9 +288,6 @@ class ServerSession(AgentToolCalls, AgentOutput):
     def audio_received(self, event: AudioReceived) -> None:
         """An input audio frame, already an event (``ServerConnection.receive_binary``)."""
         self._events.append(event)
-
-    def pong(self) -> None:
-        self.send_transient(Pong())
 
     def _on_text(self, message: UserText, now: float) -> None:
         self._interrupt_in_flight("user")  # §6.3
