@@ -259,3 +259,16 @@ def test_tool_names_must_be_unique() -> None:
     """§5.2: tool names are unique."""
     with pytest.raises(LocalProtocolError):
         ClientSession(tools=(Tool(name="a"), Tool(name="a")))
+
+
+def test_an_ended_session_owes_its_connection_a_close() -> None:
+    """§5.6: a session the agent ends closes its connection. The driver writes only
+    when ``has_output()`` is true, so a session that ended with nothing left to send
+    must still count: the close is the output."""
+    pair = Pair()
+    link = pair.connect()
+    pair.settle()
+    assert not link.server.has_output()
+    pair.session.close("the agent is done")
+    assert link.server.has_output()
+    assert link.server.take_outbox() == [Close(code=CloseCode.NORMAL, reason="the agent is done")]
