@@ -33,11 +33,14 @@ import sys
 import time
 import wave
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from .procs import ROOT, cpu_s, machine, machine_busy_s
+
+if TYPE_CHECKING:
+    from vrt.voice.chat import Conversation
 
 SPEECH = ROOT / "tests" / "voice" / "speech"
 
@@ -71,7 +74,9 @@ def _percentiles(values: list[float]) -> dict[str, float]:
 # -- latency --
 
 
-async def _latency(utterances: list[tuple[str, bytes]], options: dict[str, str]) -> dict[str, Any]:
+async def _latency(
+    utterances: list[tuple[str, bytes]], options: dict[str, str], first_clause_words: float | None
+) -> dict[str, Any]:
     from vrt.agents import SessionInfo
     from vrt.agents.scripted import ScriptedAgent
     from vrt.server import VrtServer
@@ -81,10 +86,13 @@ async def _latency(utterances: list[tuple[str, bytes]], options: dict[str, str])
 
     stages = build_stages(options)
     agents: list[VoiceAgent] = []
+    config = VoiceConfig()
+    if first_clause_words is not None:
+        config = VoiceConfig(first_clause_words=first_clause_words)
 
     def factory(info: SessionInfo) -> VoiceAgent:
         del info
-        agent = VoiceAgent(stages, ScriptedAgent(), VoiceConfig())
+        agent = VoiceAgent(stages, ScriptedAgent(), config)
         agents.append(agent)
         return agent
 
@@ -99,6 +107,8 @@ async def _latency(utterances: list[tuple[str, bytes]], options: dict[str, str])
         "first_clause_synthesis": [],
         "frame_out": [],
         "to_client": [],
+        "pauses_per_reply": [],
+        "longest_pause": [],
     }
     try:
         await converse(url, utterances[0][1], 16000, tail_ms=600)  # warm every path
@@ -133,9 +143,39 @@ async def _latency(utterances: list[tuple[str, bytes]], options: dict[str, str])
             parts["first_clause_synthesis"].append((timing.synthesized - timing.reply) * ms)
             parts["frame_out"].append((timing.first_frame - timing.synthesized) * ms)
             parts["to_client"].append((conversation.first_audio - timing.first_frame) * ms)
+            total, longest = _pauses(conversation)
+            parts["pauses_per_reply"].append(total)
+            parts["longest_pause"].append(longest)
     finally:
         await server.close()
-    return {name: _percentiles(values) for name, values in parts.items()}
+    return {"first_clause_words": config.first_clause_words} | {
+        name: _percentiles(values) for name, values in parts.items()
+    }
+
+
+def _pauses(conversation: Conversation) -> tuple[float, float]:
+    """Silences inside the reply, in ms, as a client playing each chunk as soon as it
+    arrives would hear them: a chunk arriving after the audio before it has finished
+    playing leaves a pause (the total per reply, and the longest)."""
+    from vrt.audio import frame_bytes
+    from vrt.client import AudioChunk
+
+    assert conversation.output is not None
+    assert conversation.first_audio is not None
+    bytes_per_ms = frame_bytes(conversation.output) / 20
+    played_until: float | None = None
+    total = longest = 0.0
+    for at, event in conversation.events:
+        if not isinstance(event, AudioChunk) or at < conversation.first_audio:
+            continue
+        if played_until is not None and at > played_until:
+            gap = (at - played_until) * 1000
+            total += gap
+            longest = max(longest, gap)
+            played_until = at
+        start = at if played_until is None else played_until
+        played_until = start + len(event.payload) / bytes_per_ms / 1000
+    return round(total, 1), round(longest, 1)
 
 
 # -- real-time factors --
@@ -319,6 +359,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--sessions", default="1,2,3,4", help="concurrent session counts")
     parser.add_argument("--seconds", type=float, default=30.0, help="per session count")
     parser.add_argument("--tts", default="piper", help="the synthesiser: piper or espeak")
+    parser.add_argument(
+        "--first-clause-words",
+        type=float,
+        default=None,
+        help="words of a reply's first clause at most (default: VoiceConfig's)",
+    )
     parser.add_argument("--json", type=Path, default=ROOT / "bench" / "results" / "voice.json")
     args = parser.parse_args(argv)
     only = set(args.only.split(","))
@@ -333,7 +379,9 @@ def main(argv: list[str] | None = None) -> int:
     }
     busy0, wall0 = machine_busy_s(), time.monotonic()
     if "latency" in only:
-        results["latency_ms"] = asyncio.run(_latency(utterances, {"tts": args.tts}))
+        results["latency_ms"] = asyncio.run(
+            _latency(utterances, {"tts": args.tts}, args.first_clause_words)
+        )
         print(json.dumps({"latency_ms": results["latency_ms"]}, indent=1), flush=True)
     if "rtf" in only:
         results["rtf"] = _rtf(utterances)

@@ -37,5 +37,25 @@ def test_the_voice_benchmark_runs(tmp_path: Path) -> None:
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     results = json.loads(out.read_text())
     assert results["latency_ms"]["voice_to_voice"]["n"] >= 1
-    assert set(results["latency_ms"]) >= {"end_of_turn_wait", "first_clause_synthesis"}
+    assert set(results["latency_ms"]) >= {
+        "end_of_turn_wait",
+        "first_clause_synthesis",
+        "pauses_per_reply",
+        "longest_pause",
+    }
     assert results["rtf"]["stt_cpu_rtf"] > 0
+
+
+def test_pauses_are_what_a_client_playing_on_arrival_hears() -> None:
+    """Three 100 ms chunks: the second arrives while the first plays (no pause), the
+    third 300 ms after the second ends; a chunk before the reply's first is not its."""
+    from bench.voice import _pauses
+    from vrt.client import AudioChunk
+    from vrt.protocol.messages import PCM16_24K
+    from vrt.voice.chat import Conversation
+
+    chunk = bytes(4800)  # 100 ms of pcm16 at 24 kHz
+    conversation = Conversation(output=PCM16_24K, first_audio=10.0)
+    for at in (9.0, 10.0, 10.05, 10.5):
+        conversation.events.append((at, AudioChunk(item_id="i", payload=chunk)))
+    assert _pauses(conversation) == (300.0, 300.0)

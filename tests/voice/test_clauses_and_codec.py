@@ -101,6 +101,20 @@ def test_the_first_clause_of_a_reply_ends_early() -> None:
     assert _split_first(["Yes"]) == ["Yes"]
 
 
+def test_each_clause_after_the_first_has_at_most_twice_its_words() -> None:
+    """A two-word first clause, then a long sentence: cut at 4 words, then 8, so that
+    each clause is synthesised while the one before it plays."""
+    splitter = ClauseSplitter(first_words=2)
+    words = "one two three four five six seven eight nine ten eleven twelve thirteen "
+    assert splitter.add(words + "fourteen fifteen.") == [
+        "one two",
+        "three four five six",
+        "seven eight nine ten eleven twelve thirteen fourteen",
+    ]
+    assert splitter.finish() == ["fifteen."]
+    assert ClauseSplitter().add(words) == []  # without first_words: no word cap at all
+
+
 def _split_first(chunks: list[str]) -> list[str]:
     splitter = ClauseSplitter(first_words=4)
     clauses = [clause for chunk in chunks for clause in splitter.add(chunk)]

@@ -2,7 +2,10 @@
 
 The first audio of a reply waits only for its first clause, so clauses end early: at
 a sentence end (``. ! ?``), at ``; :``, and at a comma or dash once the clause has a few
-words; the first clause of a reply sooner (``first_words``). A clause that grows too
+words; the first clause of a reply sooner (``first_words``), and each clause after it
+at twice as many words as the one before at most, so that a clause is synthesised
+while the shorter one before it plays (a short first clause followed by a long
+sentence would otherwise leave a pause between them). A clause that grows too
 long without any of them is cut at a space (text with no space waits: it may be a
 brain's words sent one per chunk, to be joined by its transcript). A boundary
 counts only once the text after it has started (``3.5`` or ``e.g.`` mid-stream is not
@@ -28,12 +31,15 @@ class ClauseSplitter:
     """Feed text as it streams (:meth:`add`), take the clauses it completes.
 
     ``first_words``: the first clause of a reply also ends at a comma after two words,
-    or after this many words when no boundary came (0: no such rule). Its audio is what
-    the user waits for; the rest is synthesised while it plays."""
+    or after this many words when no boundary came, and each later clause after twice
+    the words of the one before (0: no such rule). The first clause's audio is what the
+    user waits for; the rest is synthesised while it plays."""
 
     def __init__(self, first_words: int = 0) -> None:
         self._text = ""
         self._first_words = first_words
+        #: Words after which the next clause ends when no boundary came (0: none).
+        self._cap = first_words
         self._first = True
 
     def add(self, chunk: str) -> list[str]:
@@ -65,10 +71,11 @@ class ClauseSplitter:
                 if len(text[: weak.start()].split()) >= (2 if eager else _WEAK_MIN_WORDS):
                     end = weak.end()
                     break
-        if end is None and eager:
+        cap = self._cap
+        if end is None and cap > 0:
             words = list(re.finditer(r"\S+\s+", text))
-            if len(words) >= self._first_words:
-                end = words[self._first_words - 1].end()
+            if len(words) >= cap:
+                end = words[cap - 1].end()
         if end is None and len(text) > _LONGEST:
             space = text.rfind(" ", 0, _LONGEST)
             if space > 0:  # text with no space at all waits (a brain's word-per-chunk text)
@@ -78,4 +85,5 @@ class ClauseSplitter:
         clause, self._text = text[:end].strip(), text[end:]
         if clause:
             self._first = False
+            self._cap *= 2
         return clause or self._next()
