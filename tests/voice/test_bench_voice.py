@@ -50,6 +50,7 @@ def test_pauses_are_what_a_client_playing_on_arrival_hears() -> None:
     """Three 100 ms chunks: the second arrives while the first plays (no pause), the
     third 300 ms after the second ends; a chunk before the reply's first is not its."""
     from bench.voice import _pauses
+
     from vrt.client import AudioChunk
     from vrt.protocol.messages import PCM16_24K
     from vrt.voice.chat import Conversation

@@ -92,8 +92,10 @@ class VoiceConfig:
     #: How far output audio may run ahead of real time.
     lead_ms: float = 300.0
     #: The first clause of a reply ends after this many words at most (0: at the first
-    #: sentence end or clause boundary): its synthesis is what the user waits for.
-    first_clause_words: float = 4
+    #: sentence end or clause boundary): its synthesis is what the user waits for. Each
+    #: clause after it ends at twice the words of the one before at most (clauses.py),
+    #: so that it is synthesised while the one before plays.
+    first_clause_words: float = 2
 
 
 @dataclass(frozen=True, slots=True)

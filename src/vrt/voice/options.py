@@ -41,7 +41,8 @@ Every option is ``--agent-option KEY=VALUE``:
 ``max_utterance_ms``   The longest utterance (default 28000).
 ``lead_ms``            How far output audio runs ahead of real time (default 300).
 ``first_clause_words`` The first clause of a reply ends after this many words at
-                       most (default 4; 0: at its first boundary).
+                       most, each later one at twice the words of the one before
+                       (default 2; 0: at its first boundary).
 =====================  ===========================================================
 
 The key of the openai stages comes from ``OPENAI_API_KEY`` only.
