@@ -17,12 +17,12 @@ def budget(now: float = 0.0) -> ReadBudget:
 @pytest.mark.parametrize("zero", range(4))
 def test_every_rate_and_burst_must_be_positive(zero: int) -> None:
     values = [1.0, 1.0, 1.0, 1.0]
-    values[zero] = 0.0
-    with pytest.raises(ValueError, match="positive"):
-        ReadBudget(*values, now=0.0)
-    values[zero] = -1.0
-    with pytest.raises(ValueError, match="positive"):
-        ReadBudget(*values, now=0.0)
+    message = "^a read budget needs positive rates and bursts$"
+    for bad in (0.0, -1.0):
+        values[zero] = bad
+        frame_rate, frame_burst, byte_rate, byte_burst = values
+        with pytest.raises(ValueError, match=message):
+            ReadBudget(frame_rate, frame_burst, byte_rate, byte_burst, now=0.0)
     ReadBudget(1.0, 1.0, 1.0, 1.0, now=0.0)  # the smallest positive values are fine
 
 
@@ -90,3 +90,16 @@ def test_readable_at_is_the_last_spend_when_not_in_debt() -> None:
     assert b.readable_at() == 5.0
     b.spend(100, 5.0)  # 51 bytes short: 0.51 s more
     assert b.readable_at() == pytest.approx(5.51)
+
+
+def test_a_partly_refilled_budget_is_within_it_and_readable_at_its_last_spend() -> None:
+    """Within the budget, spend() is exactly 0 and readable_at() the last spend, however
+    little is left: half a frame here, then half a byte."""
+    b = budget()
+    for _ in range(4):
+        b.spend(0, 0.0)
+    assert b.spend(0, 0.15) == 0.0  # 1.5 frames back, one taken: half a frame left
+    assert b.readable_at() == 0.15
+    b = ReadBudget(frame_rate=10, frame_burst=4, byte_rate=100, byte_burst=50.5, now=0.0)
+    assert b.spend(50, 0.0) == 0.0  # half a byte left
+    assert b.readable_at() == 0.0

@@ -34,9 +34,9 @@ class ReadBudget:
 
     def spend(self, size: int, now: float) -> float:
         """Take one frame of ``size`` bytes (one call per frame, on the hot path: the
-        refill is computed inline). Returns the fuller bucket's level as a share of its
-        burst, the emptier one's: 0 or more within the budget, below 0 in debt (stop
-        reading), below -1 a whole burst beyond it (flooding)."""
+        refill is computed inline). Returns 0 within the budget; in debt (stop reading),
+        the emptier bucket's level as a share of its burst: below 0, and below -1 a
+        whole burst beyond it (flooding)."""
         elapsed = now - self._at
         self._at = now
         # Capped with ifs, not min(): a builtin call each, on every frame.
@@ -60,4 +60,4 @@ class ReadBudget:
         frames, data = self._frames, self._bytes
         if frames >= 0 and data >= 0:
             return self._at
-        return self._at + max(-frames / self.frame_rate, -data / self.byte_rate, 0.0)
+        return self._at + max(-frames / self.frame_rate, -data / self.byte_rate)
