@@ -33,6 +33,7 @@ from typing import Any, Final, Generic, NamedTuple, TypeVar, cast
 import msgspec
 import orjson
 
+from .describe import json_pointer, kind_of, shown
 from .errors import ErrorCode, LocalProtocolError
 from .messages import (
     CLIENT_TYPES,
@@ -141,23 +142,6 @@ _SEQ_RULE: Final = {
 }
 
 
-def _kind(value: Any) -> str:
-    if value is None:
-        return "null"
-    if isinstance(value, bool):
-        return "a boolean"
-    if isinstance(value, (int, float)):
-        return "a number"
-    if isinstance(value, str):
-        return "a string"
-    return "an array" if isinstance(value, list) else "an object"
-
-
-def _shown(value: Any) -> str:
-    text = json.dumps(value)
-    return text if len(text) <= 40 else text[:37] + "..."
-
-
 def _parse_fallback(data: bytes) -> Any | Invalid:
     """Parse what orjson refused: numbers beyond the double range and unpaired surrogates
     are JSON (RFC 8259) that orjson does not read; everything else it refuses is not JSON.
@@ -176,10 +160,6 @@ def _parse_fallback(data: bytes) -> Any | Invalid:
         return Invalid(ErrorCode.LIMIT_EXCEEDED, "the frame is nested too deeply")
     except ValueError as exc:
         return Invalid(ErrorCode.MALFORMED, f"the frame is not JSON: {exc}")
-
-
-def _pointer(path: list[str | int]) -> str:
-    return "/" + "/".join(str(p).replace("~", "~0").replace("/", "~1") for p in path)
 
 
 class Decoder:
@@ -250,14 +230,14 @@ class Decoder:
                 else "a number beyond the range of a double"
             )
         if type(value) is not dict:
-            return Invalid(ErrorCode.MALFORMED, f"the frame is {_kind(value)}, not a JSON object")
+            return Invalid(ErrorCode.MALFORMED, f"the frame is {kind_of(value)}, not a JSON object")
 
         v = value.get("v")
         if type(v) not in _TAKES_ANY_NUMBER or v != 1:
-            shown = _shown(v) if "v" in value else "absent"
+            seen = shown(v) if "v" in value else "absent"
             return Invalid(
                 ErrorCode.UNSUPPORTED_VERSION,
-                f"v is {shown}; this receiver speaks vRT major version 1 (§3.1)",
+                f"v is {seen}; this receiver speaks vRT major version 1 (§3.1)",
             )
         type_ = value.get("type")
         schema = self._schemas.get(type_) if type(type_) is str else None
@@ -308,7 +288,7 @@ class Decoder:
             return "the message has no type member (§9.1)"
         type_ = value["type"]
         if type(type_) is not str:
-            return f"type is {_kind(type_)}, not a string (§9.1)"
+            return f"type is {kind_of(type_)}, not a string (§9.1)"
         other: Sender = "server" if self.sender == "client" else "client"
         if type_ in message_schemas()[other]:
             return f"{type_!r} is a {other} message; a {self.sender} does not send it (§2.3)"
@@ -361,7 +341,7 @@ class Decoder:
             return f"{schema.type}: does not match its schema"
         error = min(errors, key=lambda e: len(e.instance_path))
         path = list(error.instance_path)
-        where = f" at {_pointer(path)}" if path else ""
+        where = f" at {json_pointer(path)}" if path else ""
         return f"{schema.type}{where}: {error.message}"
 
     def _check_tools(self, tools: list[dict[str, Any]]) -> Invalid | None:
