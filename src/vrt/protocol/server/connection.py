@@ -112,12 +112,11 @@ class ServerConnection(Machine[ServerState, ServerInput]):
             event = AudioReceived(payload=data[HEADER_SIZE:], seq=_SEQ.unpack_from(data, 1)[0])
             self._input(ServerInput.INPUT_AUDIO, event, now)
             return
-        frame = parse_frame(data, "server")  # not input audio: it says what is wrong
-        if isinstance(frame, Invalid):
-            self._input(ServerInput.INVALID, frame, now)
-        else:
-            event = AudioReceived(payload=frame.payload, seq=frame.seq)
-            self._input(ServerInput.INPUT_AUDIO, event, now)
+        # Not input audio: parse_frame says what is wrong with it (the frames it
+        # accepts from a client, input audio of a whole header, were taken above).
+        refused = parse_frame(data, "server")
+        assert isinstance(refused, Invalid), "input audio is parsed above"
+        self._input(ServerInput.INVALID, refused, now)
 
     def frame_received(self, now: float, size: int = 0) -> bool:
         """A WebSocket frame of ``size`` bytes arrived, of any kind: it counts for the
