@@ -33,9 +33,10 @@ def test_arguments_complete_carries_the_arguments() -> None:
     turn_id = session.begin_turn("acting")
     call_id = session.start_tool_call(turn_id, LOOKUP.name)
     assert call_id is not None
-    replies = session.replies
+    assert session.send_text(turn_id, "Let me look.")
+    assert session.replies == 1
     assert session.issue_tool_call(call_id, {"q": "x"}, 0.0)
-    assert session.replies == replies + 1
+    assert session.replies == 2
     written = server.written()
     streams: list[ToolStream] = written.of(ToolStream)
     assert [(s.phase, s.arguments) for s in streams] == [

@@ -95,7 +95,7 @@ class VoiceConfig:
     #: sentence end or clause boundary): its synthesis is what the user waits for. Each
     #: clause after it ends at twice the words of the one before at most (clauses.py),
     #: so that it is synthesised while the one before plays.
-    first_clause_words: float = 2
+    first_clause_words: float = 4
 
 
 @dataclass(frozen=True, slots=True)

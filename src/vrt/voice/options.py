@@ -42,7 +42,7 @@ Every option is ``--agent-option KEY=VALUE``:
 ``lead_ms``            How far output audio runs ahead of real time (default 300).
 ``first_clause_words`` The first clause of a reply ends after this many words at
                        most, each later one at twice the words of the one before
-                       (default 2; 0: at its first boundary).
+                       (default 4; 0: at its first boundary).
 =====================  ===========================================================
 
 The key of the openai stages comes from ``OPENAI_API_KEY`` only.

@@ -150,7 +150,8 @@ class AgentToolCalls(ABC):
     def _settle(self, call: Call, ok: bool, **outcome: Unpack[_Outcome]) -> None:
         self.record.calls.advance(call.call_id, "settled")
         if self._tool_stream:
-            failure = {} if ok else {"code": outcome.get("code") or "FAILED"}
+            # Every caller names the code of a failure (FAILED when the tool gave none).
+            failure = {} if ok else {"code": outcome.get("code")}
             self._send(self._stream_message(call, "settled", ok=ok, **failure))
         if call.client:
             self._event(_settled(call, ok, **outcome))
