@@ -11,6 +11,7 @@ from rules_core import open_server, read
 from vrt.protocol.codec import Limits, encode
 from vrt.protocol.frames import HEADER_SIZE, FrameKind, build_frame
 from vrt.protocol.messages import Error, Hello, Ping, TurnState
+from vrt.protocol.outputs import CloseCode
 from vrt.protocol.server import ServerConfig, ServerConnection
 from vrt.protocol.server.events import AudioReceived
 
@@ -95,3 +96,73 @@ def test_exactly_one_burst_beyond_the_read_budget_is_not_yet_a_flood() -> None:
     assert connection.frame_received(0.0, 0)  # the 5th: beyond a whole burst
     errors = read(connection.take_outbox(), by="server").of(Error)
     assert [(e.code, e.recoverable) for e in errors] == [("RATE_LIMITED", False)]
+    assert errors[0].message == (
+        "more than 1 frames or 262144 bytes per second, long after reading was slowed (§11)"
+    )
+
+
+def _closes(connection: ServerConnection) -> list[tuple[int, str]]:
+    return [(c.code, c.reason) for c in read(connection.take_outbox(), by="server").closes]
+
+
+def test_a_websocket_control_frame_keeps_the_connection_alive() -> None:
+    """§4.4: a frame of any kind counts for the heartbeat, a WebSocket ping or pong
+    included (the driver reports those through frame_received alone)."""
+    server = open_server(now=0.0)
+    timeout = server.config.heartbeat_timeout
+    server.connection.frame_received(timeout * 0.8, 0)
+    server.connection.on_timer(timeout * 1.2)
+    assert server.written().closes == []
+    server.connection.on_timer(timeout * 1.8)
+    assert [(c.code, c.reason) for c in server.written().closes] == [
+        (CloseCode.HEARTBEAT_TIMEOUT, "heartbeat timeout")
+    ]
+
+
+def test_no_hello_in_time_closes_with_policy() -> None:
+    """§5.1: a connection that sends no hello within hello_timeout is closed, 1008."""
+    config = replace(ServerConfig(), hello_timeout=2.0)
+    connection = ServerConnection(config, 0.0)
+    connection.on_timer(1.9)
+    assert _closes(connection) == []
+    connection.on_timer(2.0)
+    assert _closes(connection) == [(CloseCode.POLICY, "no hello within 2 s")]
+
+
+def test_refusals_say_why() -> None:
+    """§5.3, §5.4, §5.1: a refused hello gets its error (seq 0, not recoverable) and
+    its close; the default reasons are what a client shows."""
+    cases = (
+        (ServerConnection.refuse_unauthorized, "UNAUTHORIZED", "authentication failed", 4401),
+        (ServerConnection.refuse_start, "START_FAILED", "the session could not start", 1011),
+        (ServerConnection.refuse_resume, "RESUME_FAILED", "the session cannot be resumed", None),
+    )
+    for refuse, code, reason, close in cases:
+        connection = ServerConnection(ServerConfig(), 0.0)
+        connection.receive_text(encode(Hello(), 0), 0.0)
+        refuse(connection)
+        written = read(connection.take_outbox(), by="server")
+        errors: list[Error] = written.of(Error)
+        assert [(e.code, e.message, e.recoverable) for e in errors] == [(code, reason, False)]
+        if close is not None:
+            assert [c.code for c in written.closes] == [close]
+
+
+def test_a_second_hello_is_refused_and_says_why() -> None:
+    """§5.1: one session per connection: DUPLICATE_HELLO, recoverable."""
+    server = open_server()
+    server.connection.receive_text(encode(Hello(), 0), 1.0)
+    errors: list[Error] = server.written().of(Error)
+    assert [(e.code, e.message, e.recoverable) for e in errors] == [
+        ("DUPLICATE_HELLO", "this connection already has a session (§5.1)", True)
+    ]
+
+
+def test_the_decoder_takes_the_configured_limits() -> None:
+    """§11: the server's text frames are bounded by its own ``Limits``, not the
+    defaults: a 200-byte frame is refused under a 128-byte limit."""
+    config = replace(ServerConfig(), limits=replace(Limits(), max_frame_bytes=128))
+    server = open_server(config=config)
+    server.connection.receive_text(b'{"v":1,"seq":0,"type":"ping","x":"' + b"a" * 170 + b'"}', 1.0)
+    errors: list[Error] = server.written().of(Error)
+    assert [(e.code, e.recoverable) for e in errors] == [("LIMIT_EXCEEDED", True)]
