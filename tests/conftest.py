@@ -9,12 +9,19 @@ import os
 from collections.abc import Iterator
 
 import pytest
+from hypothesis import Phase, settings
 
 from support.redis_servers import RedisServer, start_redis
 from vrt.protocol.codec import check_encoding
 
 os.environ["VRT_STRICT"] = "1"
 check_encoding(True)
+
+if "MUTANT_UNDER_TEST" in os.environ:
+    # A mutation run (docs/testing.md) only asks whether a test fails: no shrinking of
+    # a failing example, which can take a minute per mutant.
+    settings.register_profile("mutation", phases=[Phase.explicit, Phase.reuse, Phase.generate])
+    settings.load_profile("mutation")
 
 
 @pytest.fixture(scope="session")
