@@ -279,7 +279,7 @@ class TestOpening:
         connect() at once: asking again would be refused again."""
 
         def broken(info: SessionInfo) -> Agent:
-            raise RuntimeError(f"no agent for {info.session_id}")
+            raise RuntimeError(f"no agent for {info.principal}")
 
         server = VrtServer(broken)
         await server.start("127.0.0.1", 0)
