@@ -693,13 +693,17 @@ def test_a_burst_of_valid_messages_on_uvloop_does_not_kill_the_connection() -> N
     assert contexts[-1:] == [40]
 
 
+@pytest.mark.timeout(400)
 async def test_a_flood_of_large_malformed_frames_does_not_stall_other_sessions() -> None:
     """§9.1: a receiver "MUST NOT crash or stall because of" an invalid message; a
     flooder must not starve other sessions. Three connections each send 101 malformed
     frames of 900 KB (within the 1 MiB limit; each is read whole before it fails).
     The server (`vrt serve`, as deployed), the flooders and the measuring session are
     three processes, so the round trip measures the server, not a shared event loop.
-    Another session's ping round trip must stay under 0.5 s, and it works afterwards."""
+    Another session's ping round trip must stay under 0.5 s, and it works afterwards.
+    How long the flood lasts depends on when the read budget and the invalid-frame
+    allowance stop each flooder: 20-50 s on a quiet machine, past the suite's default
+    120 s once on a busy one, hence its own timeout (nothing here times the server)."""
     with vrt_serve() as url:
         bystander = await RawClient.connect(url, auto_ack=True)
         await bystander.hello()
@@ -707,7 +711,7 @@ async def test_a_flood_of_large_malformed_frames_does_not_stall_other_sessions()
         await asyncio.sleep(0.1)
         flooders = start_python("support.flooder", url, "--connections", "3", "--frames", "101")
         try:
-            output, _ = await asyncio.to_thread(flooders.communicate, timeout=120)
+            output, _ = await asyncio.to_thread(flooders.communicate, timeout=360)
         finally:
             stop(flooders)
         await pinger.stop()
