@@ -9,7 +9,7 @@ import os
 from collections.abc import Iterator
 
 import pytest
-from hypothesis import Phase, settings
+from hypothesis import HealthCheck, Phase, settings
 
 from support.redis_servers import RedisServer, start_redis
 from vrt.protocol.codec import check_encoding
@@ -19,8 +19,14 @@ check_encoding(True)
 
 if "MUTANT_UNDER_TEST" in os.environ:
     # A mutation run (docs/testing.md) only asks whether a test fails: no shrinking of
-    # a failing example, which can take a minute per mutant.
-    settings.register_profile("mutation", phases=[Phase.explicit, Phase.reuse, Phase.generate])
+    # a failing example, which can take a minute per mutant. mutmut runs the suite more
+    # than once in one process (to map tests to functions, then clean), so a test method
+    # is called from more than one instance of its class, which Hypothesis would refuse.
+    settings.register_profile(
+        "mutation",
+        phases=[Phase.explicit, Phase.reuse, Phase.generate],
+        suppress_health_check=[HealthCheck.differing_executors],
+    )
     settings.load_profile("mutation")
 
 
