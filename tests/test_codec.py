@@ -1028,12 +1028,22 @@ class TestSection11JsonValues:
         assert text.count(",") > Limits().max_json_values
         decoded(CLIENT.decode(text))
 
+    DECODER_16 = Decoder("client", Limits(max_json_values=16))
+
     def test_empty_containers_and_whitespace(self) -> None:
-        decoder = Decoder("client", Limits(max_json_values=16))
-        # the message, v, seq, type, the context array, then 6: [ ] { } [ [ ] ] {"a": [ ]}
-        decoded(decoder.decode(context_frame('[ [ ] , { } , [ [\n] ] , {"a" : [\t]} ]')))
+        """An empty container spaced inside (``[ ]``, ``{\\n}``) is one value, as ``[]``
+        is: a frame of exactly the limit passes, and one more value is refused."""
+        # the message, v, seq, type, the context array, then 11:
+        # [ ] { } [ [ ] ] {"a": [ ]} and five more spaced empty containers
+        inner = '[ [ ] , { } , [ [\n] ] , {"a" : [\t]} , [ ] , {\r} , [  ] , { } , [ ]'
+        assert values_in(json.loads(context_frame(inner + "]"))) == 16
+        decoded(self.DECODER_16.decode(context_frame(inner + "]")))
+        result = invalid(
+            self.DECODER_16.decode(context_frame(inner + ", { } ]")), ErrorCode.LIMIT_EXCEEDED
+        )
+        assert "17 JSON values" in result.reason
         invalid(
-            decoder.decode(context_frame("[" + ",".join(["[ ]"] * 12) + "]")),
+            self.DECODER_16.decode(context_frame("[" + ",".join(["[ ]"] * 12) + "]")),
             ErrorCode.LIMIT_EXCEEDED,
         )
 

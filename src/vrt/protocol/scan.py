@@ -76,10 +76,10 @@ def too_many_values(data: bytes, limit: int) -> int:
     Counted in C, without parsing: outside strings, each non-empty array or object holds
     one value more than it has commas, so a frame holds ``1 + commas + non-empty
     containers`` values. Counting the brackets and commas of the whole frame, strings
-    included, bounds that from above, which settles the common case in one pass.
+    included, bounds that from above, which settles the common case in one pass. (The
+    decoder only asks of a frame of ``limit`` bytes or more: a shorter one holds fewer
+    values, each taking a byte at least.)
     """
-    if len(data) < limit:
-        return 0  # each comma and bracket is a byte: the bound below is at most len + 1
     bound = 1 + data.count(b",") + data.count(b"[") + data.count(b"{")
     if bound <= limit:
         return 0
