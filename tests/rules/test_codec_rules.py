@@ -15,7 +15,7 @@ import pytest
 
 from vrt.protocol.codec import Decoded, Decoder, Invalid, Limits, decode_client
 from vrt.protocol.errors import ErrorCode
-from vrt.protocol.messages import Format, Hello, TurnState
+from vrt.protocol.messages import Format, Hello, Ready, TurnState
 
 
 def _refused(data: bytes | str, decoder: Decoder | None = None) -> Invalid:
@@ -161,8 +161,9 @@ def test_a_surrogate_is_found_whatever_follows_it() -> None:
 
 
 def test_formats_and_tools_keep_unknown_members() -> None:
-    """§2.2: a format's and a tool's unknown members are kept, not dropped."""
-    decoded = decode_client(
+    """§2.2: a format's and a tool's unknown members are kept, not dropped. (A decoder of
+    its own: the shared ones are built once, before a mutation run switches a mutant on.)"""
+    decoded = Decoder("client").decode(
         _hello(
             input={"encoding": "pcm16", "x-in": 1},
             output={"encoding": "pcm16", "x-out": 2},
@@ -178,6 +179,26 @@ def test_formats_and_tools_keep_unknown_members() -> None:
     assert hello.output.extra == {"x-out": 2}
     assert hello.tools != ()
     assert [tool.extra for tool in hello.tools] == [{"x-tool": 3}]  # type: ignore[union-attr]
+
+
+def test_the_formats_of_ready_keep_unknown_members() -> None:
+    """§2.2: as in ``hello``, the formats a ``ready`` confirms keep their unknown members."""
+    ready = orjson.dumps(
+        {
+            "v": 1,
+            "seq": 0,
+            "type": "ready",
+            "sessionId": "s",
+            "input": {"encoding": "pcm16", "x-in": 1},
+            "output": {"encoding": "pcmu", "sampleRate": 8000, "x-out": 2},
+        }
+    )
+    decoded = Decoder("server").decode(ready)
+    assert isinstance(decoded, Decoded), decoded
+    message = decoded.message
+    assert isinstance(message, Ready)
+    assert message.input.extra == {"x-in": 1}
+    assert message.output.extra == {"x-out": 2}
 
 
 @pytest.mark.parametrize("extra", [{}, {"x-vendor": True}])
