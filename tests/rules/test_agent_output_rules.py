@@ -8,7 +8,9 @@ from __future__ import annotations
 
 from rules_core import open_server
 
-from vrt.protocol.messages import AgentText, Transcript
+from vrt.protocol.messages import AgentText, AudioStart, Playback, Transcript
+from vrt.protocol.server.config import ServerConfig
+from vrt.protocol.server.events import PlaybackReported
 
 PAYLOAD = b"\x01\x00" * 480  # 20 ms of pcm16 at 24 kHz
 
@@ -61,3 +63,48 @@ def test_output_audio_frames_are_numbered_one_after_another() -> None:
     assert session.send_audio(second, PAYLOAD)
     assert session.replies == 4
     assert [f.seq for f in server.written().frames] == [0, 1, 2, 3]
+
+
+def test_an_item_is_announced_once_however_many_frames_it_has() -> None:
+    """§8.3: ``audio.start`` opens an item once; its frames follow without another."""
+    server = open_server()
+    session = server.session
+    turn_id = session.begin_turn("speaking")
+    item_id = session.start_audio(turn_id)
+    assert item_id is not None
+    for _ in range(3):
+        assert session.send_audio(item_id, PAYLOAD)
+    written = server.written()
+    assert [start.item_id for start in written.of(AudioStart)] == [item_id]
+    assert len(written.frames) == 3
+
+
+def test_a_frame_counts_what_the_agent_says_was_played() -> None:
+    """§8.4: what the user heard of an item is capped at what was sent of it, counted in
+    the durations the agent gives when it knows them better than the frame's size."""
+    server = open_server()
+    session = server.session
+    turn_id = session.begin_turn("speaking")
+    item_id = session.start_audio(turn_id)
+    assert item_id is not None
+    assert session.send_audio(item_id, PAYLOAD, played_ms=7.0)  # 20 ms of bytes
+    assert session.send_audio(item_id, PAYLOAD, played_ms=5.0)
+    session.take_events()
+    server.send(Playback(item_id=item_id, played_ms=40), 0.0)
+    reports = [e for e in session.take_events() if isinstance(e, PlaybackReported)]
+    assert [(r.item_id, r.played_ms, r.turn_id) for r in reports] == [(item_id, 12, turn_id)]
+
+
+def test_the_configured_number_of_items_is_remembered() -> None:
+    """§8.4: playback reports are answered for the last ``remembered_items`` audio items:
+    exactly that many are kept, the oldest forgotten first."""
+    server = open_server(config=ServerConfig(remembered_items=3))
+    session = server.session
+    turn_id = session.begin_turn("speaking")
+    items = [session.start_audio(turn_id) for _ in range(3)]
+    assert None not in items
+    assert list(session.record.items) == items
+    fourth = session.start_audio(turn_id)
+    assert list(session.record.items) == [*items[1:], fourth]
+    assert session.send_audio(items[0] or "", PAYLOAD) is False  # forgotten
+    assert session.send_audio(items[1] or "", PAYLOAD)

@@ -100,7 +100,7 @@ class AgentOutput(ABC):
 
     def _announce(self, item: Item) -> None:
         self.send_transient(AudioStart(item_id=item.id, turn_id=item.turn_id, epoch=item.epoch))
-        self._announced = item.id if self._outbox is not None else None
+        self._announced = item.id  # a resumed connection starts over (attach)
 
     def send_audio(self, item_id: str, payload: bytes, played_ms: float | None = None) -> bool:
         """One output frame of ``item_id``; False when its turn is over (§6.2: audio of a
