@@ -291,3 +291,24 @@ def test_a_duplicate_hidden_behind_an_escaped_colon_is_found() -> None:
     assert _refused(frame) == Invalid(
         ErrorCode.INVALID_FIELD, "text: member 'text' appears twice in one object (§2.2)", "text"
     )
+
+
+@pytest.mark.parametrize(
+    "frame",
+    [
+        b'{"v":1,"seq":1,"type":"context","context":{"a":{}},"context":{}}',
+        b'{"v":1,"seq":1,"type":"context","context":{},"context":{}}',
+        b'{"v":1,"seq":1,"type":"context","context":{"k":{},"k":{}}}',
+    ],
+)
+def test_a_name_given_twice_beside_empty_objects_is_refused(frame: bytes) -> None:
+    """§2.2: the decoder's shortcut for objects without arrays (a ':' per member parsed)
+    never hides a member named twice, at the top or nested."""
+    reason = _refused(frame).reason
+    assert "appears twice in one object (§2.2)" in reason
+
+
+def test_empty_objects_nested_without_arrays_decode() -> None:
+    frame = b'{"v":1,"seq":1,"type":"context","context":{},"x-a":{},"x-b":{}}'
+    decoded = decode_client(frame)
+    assert isinstance(decoded, Decoded), decoded

@@ -300,13 +300,11 @@ class Decoder:
         """Depth (§11), member names given twice (§2.2), then ``unfaithful``: what the
         fallback parser let through that cannot be passed on faithfully."""
         max_depth = self._limits.max_depth
-        if (
-            not unfaithful
-            and b"[" not in data
-            and data.count(b"{") == 1
-            and data.count(b":") == len(value)
-        ):
-            return None  # one flat object, a ':' per member parsed: no depth, no duplicate
+        if not unfaithful and b"[" not in data and data.count(b":") == len(value):
+            # No array, and a ':' per member parsed (a ':' in a string or a duplicate name
+            # only adds to the count): every nested object is empty, so the frame nests
+            # two levels at most and names nothing twice.
+            return None
         if deeper_than(data, max_depth):
             return Invalid(
                 ErrorCode.LIMIT_EXCEEDED,
