@@ -9,7 +9,16 @@ from typing import Any, Final
 
 import pytest
 
-from vrt.protocol.tables import CLIENT_TABLE, SERVER_TABLE, Transitions, markdown
+from vrt.protocol.tables import (
+    CLIENT_TABLE,
+    SERVER_TABLE,
+    Row,
+    ServerAction,
+    ServerInput,
+    ServerState,
+    Transitions,
+    markdown,
+)
 
 DOC: Final = Path(__file__).resolve().parents[1] / "docs" / "architecture.md"
 
@@ -34,6 +43,37 @@ def test_the_doc_shows_the_table_in_the_code(
     assert shown(name) == markdown(table, state_title), (
         "run python tests/test_docs_architecture.py to put the tables of the code in the doc"
     )
+
+
+def test_only_the_rows_marked_with_a_dash_are_left_out() -> None:
+    """A closed state's "nothing" rows (section "—") are summarised below each table of
+    docs/architecture.md; every other row is shown, in its order, wherever the dash rows
+    stand in the table."""
+    rows = [
+        Row(
+            state=None, input=ServerInput.PING, action=ServerAction.PONG, next=None, section="§4.4"
+        ),
+        Row(
+            state=ServerState.CLOSED,
+            input=ServerInput.PING,
+            action=ServerAction.CLOSED,
+            next=None,
+            section="—",
+        ),
+        Row(
+            state=ServerState.OPEN,
+            input=ServerInput.ACK,
+            action=ServerAction.APPLY_ACK,
+            next=ServerState.CLOSED,
+            section="§4.2",
+        ),
+    ]
+    assert markdown(Transitions(rows, live=[ServerState.OPEN]), "State").splitlines() == [
+        "| State | Input | Action | Next state | § |",
+        "|---|---|---|---|---|",
+        "| any | ping | pong | unchanged | §4.4 |",
+        "| open | ack | discard acknowledged messages (§4.2) | closed | §4.2 |",
+    ]
 
 
 def rewrite() -> None:

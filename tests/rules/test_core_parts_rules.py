@@ -25,8 +25,11 @@ from vrt.protocol.tables import (
     SERVER_TABLE,
     ClientInput,
     ClientState,
+    Row,
+    ServerAction,
     ServerInput,
     ServerState,
+    Transitions,
 )
 
 # -- identifiers ------------------------------------------------------------------------
@@ -100,3 +103,22 @@ def test_a_pair_without_a_row_names_the_state_and_the_input() -> None:
     assert str(info.value) == expected
     assert SERVER_TABLE.row(ServerState.CLOSED, ServerInput.HELLO).section == "—"
     assert ServerInput.HELLO in ServerConnection.compiled[ServerState.CLOSED]
+
+
+def test_an_any_row_is_every_live_states_and_a_state_without_rows_refuses_all() -> None:
+    """§5.1: a row for "any" state is a row of every live state, also of one that has no
+    row of its own, and of no other state; a state without rows has none, and its
+    compiled rows refuse every input (LocalProtocolError)."""
+    ping = Row(
+        state=None, input=ServerInput.PING, action=ServerAction.PONG, next=None, section="§4.4"
+    )
+    table = Transitions([ping], live=[ServerState.AWAITING_HELLO])
+    assert table.for_state(ServerState.AWAITING_HELLO) == {ServerInput.PING: ping}
+    assert table.for_state(ServerState.CLOSED) == {}
+    compiled = table.compile(
+        [ServerState.AWAITING_HELLO, ServerState.CLOSED], {ServerAction.PONG: "pong"}
+    )
+    assert compiled[ServerState.AWAITING_HELLO] == {ServerInput.PING: ("pong", None)}
+    assert compiled[ServerState.AWAITING_HELLO].state is ServerState.AWAITING_HELLO
+    with pytest.raises(LocalProtocolError, match="ping is not possible in state closed"):
+        compiled[ServerState.CLOSED][ServerInput.PING]
