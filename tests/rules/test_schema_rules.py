@@ -41,3 +41,13 @@ def test_const_compares_as_json_schema_compares() -> None:
     assert _json_equal(1, 1.0)
     assert _json_equal("settled", "settled")
     assert not _json_equal("settled", "failed")
+
+
+def test_a_number_is_no_boolean_to_the_cache() -> None:
+    """§2.2: ``ok`` of 1 or 0 is no boolean to JSON Schema (``const: true`` fails for 1),
+    though Python takes ``1 == True``: asked in either order, each gets its own branch. A
+    message being encoded has not been through the schema, so such a value can come."""
+    for values in ([1, True, 0, False], [True, 1, False, 0]):
+        for ok in values:
+            assert TOOL_RESULT.active_members({"ok": ok}) == TOOL_RESULT._find_active({"ok": ok})
+    assert TOOL_RESULT.active_members({"ok": 1}) == BASE | {"code", "message"}

@@ -7,6 +7,7 @@ the schemas only and the code reads it from there.
 
 from __future__ import annotations
 
+import builtins
 from dataclasses import dataclass, field
 from functools import cache
 from typing import Any, Final, Literal, TypeAlias
@@ -45,16 +46,17 @@ class MessageSchema:
     #: tool.stream's ``phase``).
     base_members: frozenset[str] = frozenset()
     conditionals: tuple[tuple[str, Any, frozenset[str], frozenset[str]], ...] = ()
-    _active: dict[Any, frozenset[str]] = field(default_factory=dict)
+    _active: dict[tuple[builtins.type[Any], Any], frozenset[str]] = field(default_factory=dict)
 
     def active_members(self, value: dict[str, Any]) -> frozenset[str]:
         """The members this message has, given its values: a member of a branch that
         does not apply is not one of its members (it is an unknown one, §2.2)."""
         if not self.conditionals:
             return self.members
-        # The schema has been checked, so a discriminator is a boolean or a string and
-        # its value alone keys the cache.
-        key = value.get(self.conditionals[0][0])
+        # The discriminator's type keys the cache with its value: Python takes 1 for
+        # True, JSON Schema does not (a message being encoded has not been checked).
+        found_value = value.get(self.conditionals[0][0])
+        key = (found_value.__class__, found_value)
         try:
             return self._active[key]
         except KeyError:
