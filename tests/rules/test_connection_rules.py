@@ -262,3 +262,22 @@ def test_a_lost_connection_parks_its_session_and_has_nothing_more_to_write() -> 
     assert server.connection.take_outbox() == []
     assert server.connection.timer_deadline() is None
     assert server.session.outgoing.unacked == 1
+
+
+def test_a_resume_without_resume_from_resends_from_the_start() -> None:
+    """§5.4: ``resumeFrom`` absent means 0 (messages.md): a resume that names only the
+    session gets every message the server still keeps, from seq 1."""
+    server = open_server()
+    turn_id = server.session.begin_turn("speaking")  # seq 1
+    server.session.send_text(turn_id, "hello")  # seq 2
+    server.connection.connection_lost(1.0)
+    connection = ServerConnection(server.config, 2.0)
+    connection.receive_text(encode(Hello(session_id=server.session.session_id), 0), 2.0)
+    assert len(connection.take_events()) == 1
+    assert connection.open(server.session, 2.0) is None
+    resumed = read(connection.take_outbox(), by="server")
+    assert [(seq, type(m)) for seq, m in resumed.messages] == [
+        (0, Ready),
+        (1, TurnState),
+        (2, AgentText),
+    ]
