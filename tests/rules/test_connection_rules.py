@@ -1,4 +1,4 @@
-"""Rules the server connection keeps (§4.1, §8.1, §11), on the sans-I/O objects alone
+"""Rules the server connection keeps (§4.1, §5.4, §8.1, §11), on the sans-I/O objects alone
 (rules_core.py); each test closes survivors of a mutation run of
 ``protocol/server/connection.py`` (docs/testing.md#mutation-testing)."""
 
@@ -6,13 +6,15 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from rules_core import open_server, read
+import pytest
+from rules_core import Server, open_server, read
 
 from vrt.protocol.codec import Limits, encode
+from vrt.protocol.errors import LocalProtocolError
 from vrt.protocol.frames import HEADER_SIZE, FrameKind, build_frame
-from vrt.protocol.messages import Error, Hello, Ping, TurnState
+from vrt.protocol.messages import Ack, AgentText, Error, Hello, Ping, Ready, TurnState
 from vrt.protocol.outputs import CloseCode
-from vrt.protocol.server import ServerConfig, ServerConnection
+from vrt.protocol.server import ServerConfig, ServerConnection, ServerSession
 from vrt.protocol.server.events import AudioReceived
 
 
@@ -166,3 +168,116 @@ def test_the_decoder_takes_the_configured_limits() -> None:
     server.connection.receive_text(b'{"v":1,"seq":0,"type":"ping","x":"' + b"a" * 170 + b'"}', 1.0)
     errors: list[Error] = server.written().of(Error)
     assert [(e.code, e.recoverable) for e in errors] == [("LIMIT_EXCEEDED", True)]
+
+
+def _resuming(server: Server, resume_from: int, now: float) -> ServerConnection:
+    """A new connection whose ``hello`` asks to resume the server's session from
+    ``resume_from`` (§5.4), not yet opened."""
+    connection = ServerConnection(server.config, now)
+    hello = Hello(session_id=server.session.session_id, resume_from=resume_from)
+    connection.receive_text(encode(hello, 0), now)
+    assert len(connection.take_events()) == 1
+    return connection
+
+
+def test_a_newer_connection_closes_the_older_one_with_4000() -> None:
+    """§5.4, §9.3: a resume of a connected session binds it to the new connection and
+    closes the older one with 4000, "replaced by a newer connection"; the older one's
+    end then leaves the session with the newer."""
+    server = open_server()
+    newer = _resuming(server, 0, 1.0)
+    assert newer.open(server.session, 1.0) is server.connection
+    assert _closes(server.connection) == [(CloseCode.REPLACED, "replaced by a newer connection")]
+    server.connection.connection_lost(1.5)
+    assert server.session.connection is newer
+    assert server.session.status == "connected"
+
+
+def test_a_resume_from_beyond_the_last_seq_sent_closes_the_session() -> None:
+    """§5.4: ``resumeFrom`` beyond the last seq the server sent is RESUME_FAILED (seq 0,
+    not recoverable), close 4404, and the session is closed: its connection, still
+    bound, closes with 1000 and the reason "resume failed" (§5.6)."""
+    server = open_server()
+    server.session.begin_turn("thinking")  # seq 1
+    refused_connection = _resuming(server, 2, 1.0)
+    assert refused_connection.open(server.session, 1.0) is None
+    refused = read(refused_connection.take_outbox(), by="server")
+    assert [(seq, e.code, e.recoverable) for seq, e in refused.messages] == [
+        (0, "RESUME_FAILED", False)
+    ]
+    assert [c.code for c in refused.closes] == [CloseCode.UNKNOWN_SESSION]
+    assert server.session.ended == (CloseCode.NORMAL, "resume failed")
+    assert _closes(server.connection)[-1:] == [(CloseCode.NORMAL, "resume failed")]
+
+
+def test_an_ack_sent_while_opening_is_applied_after_ready() -> None:
+    """§5.1, §4.2: an ``ack`` the client sends before ``ready`` is kept and handled after
+    it, as an ``ack``: the session discards what it acknowledges, and a ``text`` kept
+    with it is handled as the sequenced message it is (here it interrupts the turn)."""
+    server = open_server()
+    turn_id = server.session.begin_turn("speaking")  # seq 1
+    for n in range(3):
+        server.session.send_text(turn_id, f"{n}")  # seq 2, 3, 4
+    server.connection.connection_lost(1.0)
+    assert server.session.status == "parked"
+    connection = _resuming(server, 2, 2.0)
+    connection.receive_text(encode(Ack(up_to=3), 0), 2.0)
+    connection.receive_text(b'{"v":1,"seq":1,"type":"text","text":"hi"}', 2.0)
+    assert connection.open(server.session, 2.0) is None
+    opened = read(connection.take_outbox(), by="server")
+    assert [(seq, type(m)) for seq, m in opened.messages[:3]] == [
+        (0, Ready),
+        (3, AgentText),
+        (4, AgentText),
+    ]
+    # seq 4 still waits for an ack, and the interrupted (§6.2) the text caused
+    assert [seq for seq, _ in server.session.outgoing.kept()] == [4, 5]
+    assert server.session.incoming.last_seq == 1
+
+
+def test_opening_a_connection_that_is_not_opening_is_a_local_error() -> None:
+    """§5.1: a session is opened on a connection in the "opening" state alone. A driver
+    that opens one before its ``hello``, or a second time, gets LocalProtocolError
+    naming the rule, and the connection writes nothing."""
+    early = ServerConnection(ServerConfig(), 0.0)
+    with pytest.raises(LocalProtocolError, match=r"awaiting hello.*§5\.1"):
+        early.open(ServerSession(Hello(), ServerConfig()), 0.0)
+    assert early.take_outbox() == []
+    server = open_server()
+    with pytest.raises(LocalProtocolError, match=r"open.*§5\.1"):
+        server.connection.open(server.session, 1.0)
+    assert server.written().messages == []
+
+
+def test_a_lost_connection_parks_its_session_and_has_nothing_more_to_write() -> None:
+    """§5.1: open × connection closed parks the session; the connection is then closed
+    and no longer the session's: it has nothing to write and no deadline, whatever
+    the session does next (its messages are kept for a resume, §5.4)."""
+    server = open_server()
+    server.connection.connection_lost(1.0)
+    assert server.session.status == "parked"
+    assert server.session.connection is None
+    server.session.begin_turn("thinking")
+    assert not server.connection.has_output()
+    assert server.connection.take_outbox() == []
+    assert server.connection.timer_deadline() is None
+    assert server.session.outgoing.unacked == 1
+
+
+def test_a_resume_without_resume_from_resends_from_the_start() -> None:
+    """§5.4: ``resumeFrom`` absent means 0 (messages.md): a resume that names only the
+    session gets every message the server still keeps, from seq 1."""
+    server = open_server()
+    turn_id = server.session.begin_turn("speaking")  # seq 1
+    server.session.send_text(turn_id, "hello")  # seq 2
+    server.connection.connection_lost(1.0)
+    connection = ServerConnection(server.config, 2.0)
+    connection.receive_text(encode(Hello(session_id=server.session.session_id), 0), 2.0)
+    assert len(connection.take_events()) == 1
+    assert connection.open(server.session, 2.0) is None
+    resumed = read(connection.take_outbox(), by="server")
+    assert [(seq, type(m)) for seq, m in resumed.messages] == [
+        (0, Ready),
+        (1, TurnState),
+        (2, AgentText),
+    ]
