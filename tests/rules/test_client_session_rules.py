@@ -216,6 +216,21 @@ def test_ready_is_reported_with_the_session_and_formats_in_effect() -> None:
     assert (session.input, session.output) == (PCM16_24K, PCMU)
 
 
+def test_what_a_resume_resends_counts_as_sent() -> None:
+    """§5.4, §4.4: on a resuming ``ready`` the client resends what the server lacks at
+    once, in order; the next ping is due a ping interval after it."""
+    client = open_client()
+    client.session.update_context({"doc": "a"}, 1.0)  # seq 1, never acknowledged
+    client.session.connection_lost(2.0)
+    client.session.connection_made(3.0)
+    client.written()
+    ready = Ready(session_id="s_rules", input=PCM16_24K, output=PCM16_24K, resumed_from=0)
+    client.session.receive_text(encode(ready, 0), 4.0)
+    resent = client.written().messages
+    assert [(seq, type(m)) for seq, m in resent] == [(1, ContextUpdate)]
+    _sent_at(client, 4.0)
+
+
 def test_a_ready_that_does_not_match_the_resume_fails_it() -> None:
     """§5.4: a ``ready`` without ``resumedFrom`` answering a resume (or naming another
     session) is a failed resume: the client closes and reports RESUME_FAILED, saying why."""
