@@ -28,6 +28,7 @@ from vrt.protocol.codec import Limits, encode
 from vrt.protocol.errors import ErrorCode, LocalProtocolError
 from vrt.protocol.messages import (
     PCM16_24K,
+    Ack,
     AgentText,
     AudioStart,
     ContextUpdate,
@@ -37,6 +38,7 @@ from vrt.protocol.messages import (
     Interrupt,
     Ping,
     Playback,
+    Pong,
     Ready,
     Tool,
     Transcript,
@@ -192,11 +194,29 @@ def test_no_ping_before_the_ping_interval() -> None:
     not before."""
     client = open_client(now=0.0)
     interval = client.session.ping_interval
-    client.session.receive_text(encode(Ping(), 0), interval - 1.0)  # a pong, so not dead
+    client.session.receive_text(encode(Pong(), 0), interval - 1.0)  # a frame: not dead
     client.session.on_timer(interval - 1.0)
     assert client.written().messages == []
+    assert client.session.take_events() == []  # a pong is nothing for the application
     client.session.on_timer(interval)
     assert [type(m) for _, m in client.written().messages] == [Ping]
+
+
+def test_an_ack_releases_what_the_client_keeps_for_a_resume() -> None:
+    """§4.2, §5.4: the server's ``ack`` releases the client's sequenced messages up to
+    it; a resume then resends only the rest."""
+    client = open_client()
+    client.session.update_context({"doc": "a"}, 1.0)  # seq 1
+    client.session.update_context({"doc": "b"}, 1.1)  # seq 2
+    client.session.receive_text(encode(Ack(up_to=1), 0), 1.2)
+    assert client.session.outgoing.unacked == 1
+    assert client.session.take_events() == []
+    client.session.connection_lost(2.0)
+    client.session.connection_made(2.0)
+    client.written()
+    ready = Ready(session_id="s_rules", input=PCM16_24K, output=PCM16_24K, resumed_from=1)
+    client.session.receive_text(encode(ready, 0), 2.1)
+    assert [seq for seq, _ in client.written().messages] == [2]
 
 
 # -- §5.2, §5.4: ready ------------------------------------------------------------------
