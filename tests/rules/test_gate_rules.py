@@ -13,9 +13,18 @@ from vrt.protocol.client.events import (
     InterruptedEpoch,
     PlaybackStop,
     RunTool,
+    ToolPreview,
     ToolStreamUpdate,
 )
-from vrt.protocol.messages import UNSET, Interrupted, ToolCall, ToolResult, ToolStream, TurnState
+from vrt.protocol.messages import (
+    UNSET,
+    Interrupted,
+    ToolCall,
+    ToolCallDelta,
+    ToolResult,
+    ToolStream,
+    TurnState,
+)
 
 
 def _call(call_id: str, epoch: int, name: str = LOOKUP.name) -> ToolCall:
@@ -177,6 +186,20 @@ def test_tool_stream_updates_carry_the_message() -> None:
     client.deliver(_stream("c_1", 1, "failed", message="stopped"), 1.1)
     client.session.take_events()
     client.deliver(_stream("c_1", 1, "arguments-delta", delta="x"), 1.2)
+    assert client.session.take_events() == []
+
+
+def test_a_preview_is_reported_with_its_call_turn_and_epoch() -> None:
+    """§7.4, §6.2: ``tool.call.delta`` reaches the application as a preview naming its
+    call, turn and epoch (display only); a preview of a closed epoch is discarded."""
+    client = open_client()
+    client.deliver(ToolCallDelta(call_id="c_1", turn_id="t_2", epoch=2, preview={"q": "a"}), 1.0)
+    assert client.session.take_events() == [
+        ToolPreview(call_id="c_1", turn_id="t_2", epoch=2, preview={"q": "a"})
+    ]
+    client.deliver(Interrupted(epoch=2), 1.1)
+    client.session.take_events()
+    client.deliver(ToolCallDelta(call_id="c_1", turn_id="t_2", epoch=2, preview={"q": "b"}), 1.2)
     assert client.session.take_events() == []
 
 

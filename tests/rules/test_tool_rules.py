@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from rules_core import LOOKUP, Client, open_client, open_server
 
+from vrt.protocol.client.calls import REMEMBERED_ANSWERS, ToolQueue
 from vrt.protocol.client.events import ClientEvent, RunTool
 from vrt.protocol.messages import UNSET, Interrupted, ToolCall, ToolResult
 from vrt.protocol.server.config import ServerConfig
@@ -79,6 +80,19 @@ def test_a_failure_carries_its_code_and_message() -> None:
         ("c_2", False, "FAILED", None),
     ]
     assert results[1].output is UNSET
+
+
+def test_the_client_refuses_a_second_answer_to_any_of_its_last_4096_calls() -> None:
+    """§7.2: exactly one ``tool.result`` per call: a second answer to any of the last
+    ``REMEMBERED_ANSWERS`` (4,096) calls answered is refused; only older ids are
+    forgotten, a memory bound (a server never reuses a callId, §7.1)."""
+    queue = ToolQueue()
+    for n in range(REMEMBERED_ANSWERS):
+        assert queue.first_answer(f"c_{n}")
+    assert not queue.first_answer("c_0")  # the oldest of 4,096: remembered
+    assert queue.first_answer(f"c_{REMEMBERED_ANSWERS}")  # the 4,097th: c_0 is forgotten
+    assert not queue.first_answer("c_1")
+    assert queue.first_answer("c_0")
 
 
 # -- server ---------------------------------------------------------------------------

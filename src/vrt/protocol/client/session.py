@@ -179,7 +179,7 @@ class ClientSession(Machine[ClientState, ClientInput], EpochGate):
         elif isinstance(message, Ack):
             self._input(ClientInput.ACK, message, now)
         elif isinstance(message, Error):  # seq 0: no session bound to the connection
-            self._input(_error_input(message, self.state), message, now)
+            self._input(_error_input(message), message, now)
         else:
             self._input(ClientInput.PONG, message, now)
 
@@ -426,13 +426,13 @@ class ClientSession(Machine[ClientState, ClientInput], EpochGate):
 
     def _on_error(self, error: Error, now: float) -> None:
         """A sequenced ``error`` (a session is bound)."""
-        self._input(_error_input(error, self.state), error, now)
+        self._input(_error_input(error), error, now)
 
 
 _SESSION_ENDING: Final = frozenset({ErrorCode.AGENT_ERROR, ErrorCode.SERVER_SHUTDOWN})
 
 
-def _error_input(error: Error, state: ClientState) -> ClientInput:
+def _error_input(error: Error) -> ClientInput:
     """Which row of the client table an ``error`` is."""
     if error.code == ErrorCode.RESUME_FAILED:
         return ClientInput.RESUME_FAILED
