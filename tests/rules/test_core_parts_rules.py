@@ -109,7 +109,7 @@ def test_an_any_row_is_every_live_states_and_a_state_without_rows_refuses_all() 
     """§5.1: a row for "any" state is a row of every live state, also of one that has no
     row of its own, and of no other state; a state without rows has none, and its
     compiled rows refuse every input (LocalProtocolError)."""
-    ping = Row(
+    ping: Row[ServerState, ServerInput, ServerAction] = Row(
         state=None, input=ServerInput.PING, action=ServerAction.PONG, next=None, section="§4.4"
     )
     table = Transitions([ping], live=[ServerState.AWAITING_HELLO])
