@@ -7,7 +7,7 @@ Each test closes a gap mutation testing found (docs/testing.md#mutation-testing)
 
 from __future__ import annotations
 
-from rules_core import LOOKUP, Server, input_frame, open_server
+from rules_core import LOOKUP, Server, input_frame, issued_client_call, open_server
 
 from vrt.protocol.messages import Interrupt, Interrupted, ToolCall, ToolResult, ToolStream, UserText
 from vrt.protocol.outputs import CloseCode
@@ -25,18 +25,6 @@ def _speaking(server: Server) -> tuple[str, str]:
     assert session.send_audio(item_id, PAYLOAD)
     assert len(server.written().frames) == 1
     return turn_id, item_id
-
-
-def _issued_client_call(server: Server, now: float = 0.0) -> tuple[str, str]:
-    """A client call of a new ``acting`` turn, issued; what was written is taken."""
-    session = server.session
-    turn_id = session.begin_turn("acting")
-    call_id = session.start_tool_call(turn_id, LOOKUP.name)
-    assert call_id is not None
-    assert session.issue_tool_call(call_id, {"q": "x"}, now)
-    server.written()
-    session.take_events()
-    return turn_id, call_id
 
 
 # -- §6.2, §8.3: audio of a closed epoch --------------------------------------------
@@ -97,7 +85,7 @@ def test_interrupt_settles_a_pending_client_call_as_interrupted_for_the_agent() 
     """§6.2, §7.2: when the client interrupts, the agent hears that its pending tool
     call settled as INTERRUPTED (it gets exactly one outcome per call)."""
     server = open_server()
-    turn_id, call_id = _issued_client_call(server)
+    turn_id, call_id = issued_client_call(server)
     server.send(Interrupt(epoch=server.session.epoch, reason="user"), 1.0)
     events = server.session.take_events()
     settled = [e for e in events if isinstance(e, ToolSettled)]
@@ -115,7 +103,7 @@ def test_a_call_is_issued_once() -> None:
     """§7.2, §7.5: ``arguments-complete`` comes at most once: a second issue is refused
     and sends no second ``tool.call``."""
     server = open_server()
-    _, call_id = _issued_client_call(server)
+    _, call_id = issued_client_call(server)
     assert server.session.issue_tool_call(call_id, {"q": "y"}, 1.0) is False
     written = server.written()
     assert written.of(ToolCall) == []
@@ -126,7 +114,7 @@ def test_an_issued_call_cannot_fail_silently() -> None:
     """§7.2, §7.5: ``failed`` is for a call never issued; an issued client call still
     awaits its result, which settles it."""
     server = open_server()
-    _, call_id = _issued_client_call(server)
+    _, call_id = issued_client_call(server)
     assert server.session.fail_tool_call(call_id, "too late") is False
     assert server.written().of(ToolStream) == []
     assert server.session.is_client_call(call_id)
@@ -157,7 +145,7 @@ def test_progress_and_settling_are_for_server_calls_only() -> None:
     """§7.5: ``progress`` and a server-side settle are for calls the server runs; a
     client call (or an unknown one) is refused and keeps awaiting the client's result."""
     server = open_server()
-    _, call_id = _issued_client_call(server)
+    _, call_id = issued_client_call(server)
     session = server.session
     assert session.tool_progress(call_id, {"done": 0.5}) is False
     assert session.settle_server_call(call_id, True) is False

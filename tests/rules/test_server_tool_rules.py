@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from rules_core import LOOKUP, Server, open_server
+from rules_core import LOOKUP, Server, issued_client_call, open_server
 
 from vrt.protocol.messages import UNSET, FailureCode, ToolCall, ToolResult, ToolStream
 from vrt.protocol.server import ServerConfig
@@ -84,12 +84,7 @@ def test_a_client_result_settles_the_call_for_the_agent_by_name_and_turn() -> No
     failed result without a code stream ``settled`` with FAILED."""
     server = open_server()
     session = server.session
-    turn_id = session.begin_turn("acting")
-    call_id = session.start_tool_call(turn_id, LOOKUP.name)
-    assert call_id is not None
-    assert session.issue_tool_call(call_id, {"q": "x"}, 0.0)
-    server.written()
-    session.take_events()
+    turn_id, call_id = issued_client_call(server)
     server.send(ToolResult.failure(call_id, session.epoch, "FAILED", "no such thing"), 1.0)
     settled = [e for e in session.take_events() if isinstance(e, ToolSettled)]
     assert [(e.call_id, e.name, e.turn_id, e.ok, e.code) for e in settled] == [

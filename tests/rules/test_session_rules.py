@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import replace
 
 import pytest
-from rules_core import LOOKUP, TOOL_STREAM, Server, Written, open_server, read
+from rules_core import LOOKUP, TOOL_STREAM, Server, Written, issued_client_call, open_server, read
 
 from vrt.protocol.codec import Decoded, decode_server, encode
 from vrt.protocol.errors import LocalProtocolError
@@ -282,11 +282,7 @@ def test_a_failed_result_reaches_the_agent_with_its_code_and_message(
     and message (null stays null); ``settled`` carries the code (§7.5)."""
     server = open_server()
     session = server.session
-    turn_id = session.begin_turn("acting")
-    call_id = session.start_tool_call(turn_id, LOOKUP.name)
-    assert call_id is not None
-    assert session.issue_tool_call(call_id, {"q": "x"}, 0.0)
-    server.written()
+    _, call_id = issued_client_call(server)
     server.send(ToolResult.failure(call_id, session.epoch, "REJECTED", message), 1.0)
     settled = _settled(session.take_events())
     assert [(e.call_id, e.ok, e.code, e.message) for e in settled] == [
@@ -301,11 +297,7 @@ def test_a_call_without_a_result_times_out_and_the_agent_hears_why() -> None:
     the agent is told no result arrived in time."""
     server = open_server()
     session = server.session
-    turn_id = session.begin_turn("acting")
-    call_id = session.start_tool_call(turn_id, LOOKUP.name)
-    assert call_id is not None
-    assert session.issue_tool_call(call_id, {"q": "x"}, 0.0)
-    session.take_events()
+    _, call_id = issued_client_call(server)
     session.on_timer(server.config.tool_timeout)
     settled = _settled(session.take_events())
     assert [(e.call_id, e.ok, e.code, e.message) for e in settled] == [

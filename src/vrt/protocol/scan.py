@@ -104,8 +104,8 @@ def deeper_than(data: bytes, max_depth: int) -> bool:
 def unique_names(data: bytes, value: dict[str, Any]) -> bool:
     """Whether no object of the frame has a member name twice (§2.2), by counting.
 
-    Outside strings JSON has a ':' only after a member name. (The decoder settles one
-    flat object with a ':' per member before it calls this.) Re-encode what was parsed:
+    Outside strings JSON has a ':' only after a member name. (The decoder settles a
+    frame without arrays and with a ':' per member before it calls this.) Re-encode what was parsed:
     duplicates were dropped from it, with any ':' in their values, so equal counts mean
     no duplicate (a ``\\u`` escape can hide a ':' that the re-encoding writes plainly).
     Otherwise only the ':' outside strings settle it.
