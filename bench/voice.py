@@ -365,8 +365,16 @@ def main(argv: list[str] | None = None) -> int:
         default=None,
         help="words of a reply's first clause at most (default: VoiceConfig's)",
     )
+    parser.add_argument(
+        "--option",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="a stage option, as vrt serve's --agent-option (tts_threads=1); repeatable",
+    )
     parser.add_argument("--json", type=Path, default=ROOT / "bench" / "results" / "voice.json")
     args = parser.parse_args(argv)
+    options = {"tts": args.tts} | dict(option.split("=", 1) for option in args.option)
     only = set(args.only.split(","))
     utterances = _corpus()
     if args.smoke:
@@ -375,12 +383,13 @@ def main(argv: list[str] | None = None) -> int:
     results: dict[str, Any] = {
         "machine": machine(),
         "tts": args.tts,
+        "options": options,
         "load_before": os.getloadavg(),
     }
     busy0, wall0 = machine_busy_s(), time.monotonic()
     if "latency" in only:
         results["latency_ms"] = asyncio.run(
-            _latency(utterances, {"tts": args.tts}, args.first_clause_words)
+            _latency(utterances, options, args.first_clause_words)
         )
         print(json.dumps({"latency_ms": results["latency_ms"]}, indent=1), flush=True)
     if "rtf" in only:
@@ -388,7 +397,7 @@ def main(argv: list[str] | None = None) -> int:
         print(json.dumps({"rtf": results["rtf"]}, indent=1), flush=True)
     if "barge-in" in only:
         trials = 4 if args.smoke else 20
-        results["barge_in_ms"] = asyncio.run(_barge_in(utterances, trials, {"tts": args.tts}))
+        results["barge_in_ms"] = asyncio.run(_barge_in(utterances, trials, options))
         print(json.dumps({"barge_in_ms": results["barge_in_ms"]}), flush=True)
     if "sessions" in only:
         counts = [int(c) for c in args.sessions.split(",")]

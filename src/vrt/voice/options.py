@@ -29,7 +29,9 @@ Every option is ``--agent-option KEY=VALUE``:
 ``tts_voice``          The openai voice (default ``alloy``), or the eSpeak NG one
                        (default ``en-us``).
 ``tts_speed``          Speaking rate (default 1.0).
-``tts_threads``        Cores one Piper synthesis uses (default 1).
+``tts_threads``        Cores a Piper clause uses when no other clause waits (a reply's
+                       first, usually; default 2); a clause queued behind another
+                       uses one.
 ``tts_url``            The openai synthesiser's base URL (as ``stt_url``).
 ``stt_timeout``,       Seconds an openai stage's request may take (default 30): past
 ``tts_timeout``        it, AGENT_ERROR (recoverable) and the session goes on.
@@ -179,7 +181,7 @@ def _tts(options: dict[str, str]) -> TextToSpeech:
         sha256=options.get("tts_sha256"),
         config=_path(options, "tts_config"),
         speed=speed,
-        threads=int(_number(options, "tts_threads", 1, low=1)),
+        threads=int(_number(options, "tts_threads", 2, low=1)),
     )
 
 

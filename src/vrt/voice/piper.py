@@ -1,7 +1,13 @@
 """Speech synthesis with Piper (a VITS voice in ONNX, run by onnxruntime), the
 ``en_US-joe-medium`` voice by default (22,050 Hz). Piper synthesises a sentence at a
 time, so the voice agent hands it a clause at a time: the first audio of a reply waits
-only for its first clause."""
+only for its first clause.
+
+A clause asked for while no other waits (a reply's first, usually: the one the user
+waits for) runs on ``threads`` cores; a clause queued behind another (the rest of a
+reply, made while the clause before it plays; other sessions' clauses) runs on one.
+Two cores cut a four-word clause from about 105 to 80 ms here, but cost 15-25 % more
+CPU per clause, which a busy server cannot spare (``docs/voice.md``, "Measured")."""
 
 from __future__ import annotations
 
@@ -48,7 +54,7 @@ class PiperTts:
         sha256: str | None = None,
         config: Path | None = None,
         speed: float = 1.0,
-        threads: int = 1,
+        threads: int = 2,
     ) -> None:
         try:
             from piper import PiperVoice, SynthesisConfig
@@ -59,15 +65,21 @@ class PiperTts:
         check_file(config, None, what="the Piper voice's config (tts_config)")
         try:
             self._voice = PiperVoice.load(model, config_path=config)
-            self._voice.session = _session(model, threads)
+            self._lean = _session(model, 1)
+            self._fast = _session(model, threads) if threads > 1 else self._lean
         except Exception as exc:  # onnxruntime and json raise their own types
             raise AgentSetupError(f"the Piper voice {model} does not load: {exc}") from None
         self._config = SynthesisConfig(length_scale=1.0 / speed)
         self.sample_rate: int = self._voice.config.sample_rate
         self._executor = ThreadPoolExecutor(1, thread_name_prefix="vrt-piper")
-        self._synthesize_now("Ready.")  # warm up at startup
+        self._waiting = 0  # clauses asked for and not yet made
+        for session in {id(s): s for s in (self._lean, self._fast)}.values():
+            self._synthesize_now("Ready.", session)  # warm up at startup
 
-    def _synthesize_now(self, text: str) -> Samples:
+    def _synthesize_now(self, text: str, session: Any) -> Samples:
+        # Runs on the one executor thread, so the voice's session is set for this clause
+        # alone.
+        self._voice.session = session
         parts = [
             chunk.audio_float_array.astype(np.float32)
             for chunk in self._voice.synthesize(text, syn_config=self._config)
@@ -76,10 +88,14 @@ class PiperTts:
 
     async def synthesize(self, text: str) -> AsyncIterator[Samples]:
         loop = asyncio.get_running_loop()
+        session = self._lean if self._waiting else self._fast
+        self._waiting += 1
         try:
-            audio = await loop.run_in_executor(self._executor, self._synthesize_now, text)
+            audio = await loop.run_in_executor(self._executor, self._synthesize_now, text, session)
         except Exception as exc:
             log.exception("piper synthesis failed")
             raise StageError(f"speech synthesis failed: {type(exc).__name__}") from exc
+        finally:
+            self._waiting -= 1
         if audio.size:
             yield audio
