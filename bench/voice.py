@@ -388,9 +388,7 @@ def main(argv: list[str] | None = None) -> int:
     }
     busy0, wall0 = machine_busy_s(), time.monotonic()
     if "latency" in only:
-        results["latency_ms"] = asyncio.run(
-            _latency(utterances, options, args.first_clause_words)
-        )
+        results["latency_ms"] = asyncio.run(_latency(utterances, options, args.first_clause_words))
         print(json.dumps({"latency_ms": results["latency_ms"]}, indent=1), flush=True)
     if "rtf" in only:
         results["rtf"] = _rtf(utterances)
