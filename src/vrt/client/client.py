@@ -312,7 +312,9 @@ class VrtClient:
         self._events: asyncio.Queue[Event] = asyncio.Queue()
         self._ws: ClientConnection | None = None
         self._outbox: asyncio.Queue[SendText | SendBinary | Close] = asyncio.Queue()
-        self._rearm = asyncio.Event()
+        # The core's next deadline (heartbeat, acks, tool timeouts), while connected.
+        self._timer: asyncio.TimerHandle | None = None
+        self._timer_at = 0.0
         self._runner: asyncio.Task[None] | None = None
         self._ready: asyncio.Future[Connected] | None = None
         self._running: dict[str, tuple[asyncio.Task[None], ToolContext]] = {}
@@ -446,7 +448,31 @@ class VrtClient:
             # While open, the session writes every sequenced message as it is sent,
             # and on ready it resent all the kept ones (§5.4).
             self._written_through = core.outgoing.last_seq
-        self._rearm.set()
+        self._arm_timer()
+
+    def _arm_timer(self) -> None:
+        """Schedule the core's next deadline while connected. A timer already due no
+        later stays: it is cheaper than a new one per flush, and when it fires the core
+        does what is due then and this re-arms for the rest."""
+        deadline = self.core.timer_deadline() if self._ws is not None else None
+        timer = self._timer
+        if deadline is None:
+            if timer is not None:
+                timer.cancel()
+                self._timer = None
+            return
+        if timer is not None:
+            if self._timer_at <= deadline:
+                return
+            timer.cancel()
+        self._timer_at = deadline
+        self._timer = asyncio.get_running_loop().call_at(deadline, self._on_timer)
+
+    def _on_timer(self) -> None:
+        self._timer = None
+        if self._ws is not None:
+            self.core.on_timer(self._now())
+            self._flush()
 
     def _handle(self, event: ClientEvent) -> None:
         if isinstance(event, RunTool):
@@ -722,7 +748,6 @@ class VrtClient:
         self.core.connection_made(self._now())
         self._flush()
         writer = loop.create_task(self._write(ws))
-        timer = loop.create_task(self._timers(ws))
         try:
             while True:
                 data = await ws.recv()
@@ -750,7 +775,6 @@ class VrtClient:
             if watchdog is not None:
                 watchdog.cancel()
             writer.cancel()
-            timer.cancel()
             self._ws = None
             self.core.connection_lost(self._now())
             self._flush()
@@ -781,15 +805,3 @@ class VrtClient:
                 return
             except websockets.ConnectionClosed:
                 return
-
-    async def _timers(self, ws: ClientConnection) -> None:
-        loop = asyncio.get_running_loop()
-        while True:
-            deadline = self.core.timer_deadline()
-            self._rearm.clear()
-            delay = None if deadline is None else max(0.0, deadline - loop.time())
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._rearm.wait(), delay)
-                continue
-            self.core.on_timer(loop.time())
-            self._flush()
