@@ -463,7 +463,7 @@ def encode(message: Message, seq: int = 0) -> bytes:
         if not _has_extra(message):
             data = b'{"v":1,"seq":%d,%b' % (seq, _ENCODER.encode(message)[1:])
         else:
-            wire = {"v": 1, "seq": seq}
+            wire: dict[str, Any] = {"v": 1, "seq": seq}
             for key, item in _wire_object(message).items():
                 wire.setdefault(key, item)
             data = _ENCODER.encode(wire)
