@@ -28,7 +28,7 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 from functools import cache
-from typing import Any, Final, Generic, NamedTuple, TypeVar, cast
+from typing import Any, Final, NamedTuple, cast
 
 import msgspec
 import orjson
@@ -40,6 +40,7 @@ from .messages import (
     SERVER_TYPES,
     UNSET,
     ClientMessage,
+    Decoded,
     Format,
     Hello,
     Message,
@@ -70,9 +71,6 @@ __all__ = [
     "encode",
     "shared_decoder",
 ]
-
-M = TypeVar("M", ClientMessage, ServerMessage)
-
 
 #: orjson refuses deeper nesting itself.
 _PARSER_MAX_DEPTH: Final = 1024
@@ -124,13 +122,6 @@ class Invalid(NamedTuple):
     reason: str
     #: The message type, once rules 1-3 have passed; None before.
     type: str | None = None
-
-
-class Decoded(msgspec.Struct, Generic[M], frozen=True, gc=False):
-    """A valid message and the ``seq`` it arrived with."""
-
-    seq: int
-    message: M
 
 
 _TAKES_ANY_NUMBER: Final = (int, float)
@@ -472,7 +463,7 @@ def encode(message: Message, seq: int = 0) -> bytes:
         if not _has_extra(message):
             data = b'{"v":1,"seq":%d,%b' % (seq, _ENCODER.encode(message)[1:])
         else:
-            wire = {"v": 1, "seq": seq}
+            wire: dict[str, Any] = {"v": 1, "seq": seq}
             for key, item in _wire_object(message).items():
                 wire.setdefault(key, item)
             data = _ENCODER.encode(wire)

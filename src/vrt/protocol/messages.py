@@ -16,7 +16,7 @@ encoder (§2.2).
 
 from __future__ import annotations
 
-from typing import Any, ClassVar, Final, Literal, TypeAlias
+from typing import Any, ClassVar, Final, Generic, Literal, TypeAlias, TypeVar
 
 import msgspec
 from msgspec import UNSET, UnsetType
@@ -322,6 +322,18 @@ SERVER_TYPES: Final[tuple[type[Message], ...]] = (
     Pong,
     Error,
 )
+
+
+M = TypeVar("M", ClientMessage, ServerMessage)
+
+
+class Decoded(msgspec.Struct, Generic[M], frozen=True, gc=False):
+    """A valid message and the ``seq`` it arrived with. Exported by :mod:`.codec`, which
+    decodes to it; defined here with the other structs, which stay interpreted when the
+    core is compiled with mypyc (it does not pass the class options to msgspec)."""
+
+    seq: int
+    message: M
 
 
 def _stamp_types() -> None:

@@ -15,13 +15,14 @@ the two equal.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Iterable, Mapping
 from enum import StrEnum
-from typing import Any, ClassVar, Final, Generic, TypeVar
+from typing import Final, Generic, TypeVar
 
 import msgspec
 
 from .errors import LocalProtocolError
+from .machine import Machine
 from .messages import ToolStreamPhase
 
 __all__ = [
@@ -110,27 +111,6 @@ class Transitions(Generic[S, In, A]):
             )
             for state in states
         }
-
-
-class Machine(Generic[S, In]):
-    """A state machine driven by a table: its state, the compiled rows of that state,
-    and :meth:`_input`, which performs the row for an input (its action, then its next
-    state). A subclass sets ``compiled`` once, from its table and its actions."""
-
-    compiled: ClassVar[Mapping[Any, Mapping[Any, tuple[Callable[[Any, Any, float], None], Any]]]]
-    state: S
-    _rows: Mapping[In, tuple[Callable[[Any, Any, float], None], S | None]]
-
-    def _enter(self, state: S) -> None:
-        self.state = state
-        self._rows = self.compiled[state]
-
-    def _input(self, input: In, argument: Any, now: float) -> None:
-        """Perform the row of the table for ``input`` in the current state."""
-        action, next_state = self._rows[input]
-        action(self, argument, now)
-        if next_state is not None and next_state is not self.state:
-            self._enter(next_state)
 
 
 class CompiledRows(dict[In, tuple[F, S | None]]):

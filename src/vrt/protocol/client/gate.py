@@ -8,6 +8,8 @@ from __future__ import annotations
 from abc import ABC, abstractmethod
 from typing import Any, Final
 
+from mypy_extensions import trait
+
 from ..capabilities import TOOL_STREAM
 from ..messages import FailureCode, Tool, ToolCall, ToolCallDelta, ToolResult, ToolStream
 from ..tables import TOOL_STREAM_TERMINAL, ClientInput, ClientState
@@ -28,6 +30,7 @@ __all__ = ["EpochGate"]
 REMEMBERED_STREAMS: Final = 256
 
 
+@trait  # a mixin: mypyc compiles a class with one base class and any traits
 class EpochGate(ABC):
     """Mixed into ClientSession, which provides what follows."""
 

@@ -19,6 +19,7 @@ from ..codec import DEFAULT_LIMITS, Decoded, Invalid, Limits, encode, shared_dec
 from ..errors import ErrorCode, LocalProtocolError
 from ..formats import duration_ms
 from ..frames import FrameKind, build_frame, next_audio_seq, parse_frame
+from ..machine import Machine
 from ..messages import (
     UNSET,
     Ack,
@@ -45,7 +46,7 @@ from ..messages import (
 )
 from ..outputs import Close, CloseCode, Output, SendBinary, SendText
 from ..streams import DEFAULT_MAX_KEPT, IncomingStream, OutgoingStream
-from ..tables import CLIENT_TABLE, ClientAction, ClientInput, ClientState, Machine
+from ..tables import CLIENT_TABLE, ClientAction, ClientInput, ClientState
 from .calls import ToolQueue
 from .events import (
     AudioChunk,

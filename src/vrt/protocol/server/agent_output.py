@@ -9,6 +9,8 @@ import struct
 from abc import ABC, abstractmethod
 from typing import Final, Literal
 
+from mypy_extensions import trait
+
 from ..errors import ErrorCode
 from ..formats import duration_ms
 from ..frames import FrameKind
@@ -25,6 +27,7 @@ _OUTPUT_HEADER: Final = struct.Struct(">BI")
 _U32_MASK: Final = (1 << 32) - 1
 
 
+@trait  # a mixin: mypyc compiles a class with one base class and any traits
 class AgentOutput(ABC):
     """The agent's output: mixed into ServerSession, which provides what follows."""
 

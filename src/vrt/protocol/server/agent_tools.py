@@ -9,6 +9,8 @@ from __future__ import annotations
 from abc import ABC, abstractmethod
 from typing import Any, TypedDict, Unpack
 
+from mypy_extensions import trait
+
 from ..capabilities import check_gated
 from ..ids import new_id
 from ..messages import FailureCode, Message, ToolCall, ToolCallDelta, ToolStream, ToolStreamPhase
@@ -29,6 +31,7 @@ class _Outcome(TypedDict, total=False):
     message: str | None
 
 
+@trait  # a mixin: mypyc compiles a class with one base class and any traits
 class AgentToolCalls(ABC):
     """Tool calls, agent side: mixed into ServerSession, which provides what follows."""
 

@@ -21,9 +21,10 @@ from typing import Any, Final, TypeAlias
 from ..codec import Decoded, Invalid, encode, shared_decoder
 from ..errors import ErrorCode, recoverable_by_default
 from ..frames import HEADER_SIZE, FrameKind, parse_frame
+from ..machine import Machine
 from ..messages import UNSET, Ack, Error, Hello, Ping, Pong, Ready
 from ..outputs import Close, CloseCode, Output, SendText
-from ..tables import SERVER_TABLE, Machine, ServerAction, ServerInput, ServerState
+from ..tables import SERVER_TABLE, ServerAction, ServerInput, ServerState
 from .budget import ReadBudget
 from .config import ServerConfig
 from .events import AudioReceived, HelloReceived

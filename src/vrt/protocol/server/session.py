@@ -126,8 +126,9 @@ class ServerSession(AgentToolCalls, AgentOutput):
         """A session rebuilt from what a session store kept (its record and both
         streams' state), e.g. on another process than the one that opened it. It is
         parked until a connection binds it."""
-        session = cls.__new__(cls)
-        session.config = config
+        # Made as for a bare hello, then given what was kept: a compiled (mypyc) class
+        # is made only through its __init__.
+        session = cls(Hello(), config, session_id=record.session_id)
         session.record = record
         session.outgoing = outgoing
         session.incoming = incoming
