@@ -140,3 +140,11 @@ def test_vrt_bench_outside_a_source_tree_says_how_to_get_the_runner(
     result = runner.invoke(app, ["bench", "--smoke"])
     assert result.exit_code == 2
     assert "pip download --no-deps --no-binary :all: vrealtime" in result.output
+
+
+def test_the_version_says_whether_the_core_runs_compiled() -> None:
+    """``vrt --version`` names the protocol core's build: the tests run the sources, so
+    pure Python here; `.ci/compiled` checks the compiled wheel says so."""
+    result = runner.invoke(app, ["--version"])
+    assert result.exit_code == 0, result.output
+    assert re.fullmatch(r"vrt \S+ \(protocol core: pure Python\)\n", result.output), result.output

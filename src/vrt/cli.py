@@ -147,9 +147,17 @@ app = typer.Typer(
 )
 
 
+def _core_build() -> str:
+    """Whether the protocol core runs compiled (the optional mypyc wheel,
+    docs/performance.md) or as Python."""
+    from .protocol import codec
+
+    return "pure Python" if (codec.__file__ or "").endswith(".py") else "compiled"
+
+
 def _version(value: bool) -> None:
     if value:
-        typer.echo(f"vrt {__version__}")
+        typer.echo(f"vrt {__version__} (protocol core: {_core_build()})")
         raise typer.Exit
 
 
