@@ -30,6 +30,7 @@ import msgspec
 import websockets
 from websockets.asyncio.client import ClientConnection, connect
 from websockets.exceptions import PayloadTooBig
+from websockets.protocol import State
 
 from ..protocol.client import (
     CancelTool,
@@ -52,7 +53,7 @@ from ..protocol.messages import (
     UnsetType,
     UserText,
 )
-from ..protocol.outputs import Close, CloseCode, SendBinary, SendText
+from ..protocol.outputs import Close, CloseCode, Output, SendBinary, SendText
 from .tls import describe_tls_error, system_context, system_trust
 from .tools import ClientTool, ToolContext, ToolError
 
@@ -201,6 +202,14 @@ class _ReadyPeek(msgspec.Struct, rename="camel"):
 
 _READY_PEEK: Final = msgspec.json.Decoder(_ReadyPeek)
 
+#: The most an action writes itself (see VrtClient._flush_and_send), write buffer
+#: included: half websockets' default high-water mark (32 KiB, ``write_limit``), so
+#: that such a write never makes ``ws.send`` wait for the drain.
+_DIRECT_WRITE_MAX: Final = 16 << 10
+
+#: The events the driver acts on before passing them on (see VrtClient._handle).
+_DRIVER_EVENTS: Final = frozenset({RunTool, CancelTool, Connected, SessionFailed})
+
 #: Close codes that end a first connection before ``ready`` for good: the server
 #: closed on purpose (1000), or refused by policy (1008) or the credential (4401).
 _FINAL_BEFORE_READY: Final = frozenset({CloseCode.NORMAL, CloseCode.POLICY, CloseCode.UNAUTHORIZED})
@@ -213,6 +222,63 @@ def _resumed_from(data: str) -> int | None:
     except msgspec.DecodeError:
         return None
     return peek.resumed_from if peek.type == "ready" else None
+
+
+class _EventQueue:
+    """The application's events, oldest first: what ``asyncio.Queue`` does here (one
+    producer, any consumers, no bound) at a fraction of its cost per event and of its
+    size per session (a queue holds three deques and an Event with a fourth).
+
+    Consumers wait in order; ``put`` wakes the first, as ``Queue.put_nowait`` does,
+    and a consumer woken then cancelled passes the wake on, as ``Queue.get`` does.
+    """
+
+    __slots__ = ("_getters", "_head", "_items")
+
+    def __init__(self) -> None:
+        #: Events not yet taken are ``_items[_head:]``; the list is emptied when they
+        #: are all taken and compacted when a backlog never drains.
+        self._items: list[Event] = []
+        self._head = 0
+        self._getters: list[asyncio.Future[None]] = []
+
+    def put(self, event: Event) -> None:
+        self._items.append(event)
+        if self._getters:
+            self._wake()
+
+    def _wake(self) -> None:
+        getters = self._getters
+        while getters:
+            getter = getters.pop(0)
+            if not getter.done():
+                getter.set_result(None)
+                return
+
+    async def get(self) -> Event:
+        while self._head == len(self._items):
+            getter = asyncio.get_running_loop().create_future()
+            self._getters.append(getter)
+            try:
+                await getter
+            except BaseException:
+                getter.cancel()
+                with contextlib.suppress(ValueError):
+                    self._getters.remove(getter)
+                if self._head != len(self._items) and not getter.cancelled():
+                    self._wake()  # woken for an event it will not take
+                raise
+        items, head = self._items, self._head
+        event = items[head]
+        head += 1
+        if head == len(items):
+            items.clear()
+            head = 0
+        elif head >= 64 and head * 2 >= len(items):
+            del items[:head]  # taken events are not kept alive by a lasting backlog
+            head = 0
+        self._head = head
+        return event
 
 
 class VrtError(Exception):
@@ -309,12 +375,27 @@ class VrtClient:
         #: :class:`Undelivered`); empty until then.
         self.undelivered: tuple[UndeliveredMessage, ...] = ()
         self._trusted = "the ssl_context passed to VrtClient"
-        self._events: asyncio.Queue[Event] = asyncio.Queue()
+        self._events = _EventQueue()
         self._ws: ClientConnection | None = None
-        self._outbox: asyncio.Queue[SendText | SendBinary | Close] = asyncio.Queue()
+        #: What the core gave to write on the current connection and nobody has taken
+        #: yet, in the core's order; the writer task takes it whole (see _write).
+        self._pending: list[Output] = []
+        #: The task writing ``_pending`` out, while there is something to write: started
+        #: when something is pending, it ends when nothing is (an idle session keeps
+        #: no task and no future for it).
+        self._writer: asyncio.Task[None] | None = None
+        #: The current connection was closed under a write, or its Close was written:
+        #: nothing more is written to it (what is pending stays unsent, as before).
+        self._writes_over = False
+        #: The connection an action is writing to directly (see _flush_and_send): no
+        #: writer is started until it is done, so that what is flushed meanwhile goes
+        #: after it.
+        self._sending: ClientConnection | None = None
         # The core's next deadline (heartbeat, acks, tool timeouts), while connected.
-        self._timer: asyncio.TimerHandle | None = None
-        self._timer_at = 0.0
+        # With when it is due: one attribute, not two, so that an instance holds at
+        # most 29 and keeps CPython's shared-key __dict__ (30 and up take a dict of
+        # their own, 1.3 KB more per client).
+        self._timer: tuple[asyncio.TimerHandle, float] | None = None
         self._runner: asyncio.Task[None] | None = None
         self._ready: asyncio.Future[Connected] | None = None
         self._running: dict[str, tuple[asyncio.Task[None], ToolContext]] = {}
@@ -385,6 +466,8 @@ class VrtClient:
                 return
 
     async def next_event(self, timeout: float | None = None) -> Event:
+        if timeout is None:  # what wait_for does then, without its frame
+            return await self._events.get()
         return await asyncio.wait_for(self._events.get(), timeout)
 
     # -- actions --
@@ -393,27 +476,27 @@ class VrtClient:
         """User text input; interrupts a response in flight on the server (§6.3)."""
         self._check_usable()
         self.core.send_text(text, self._now())
-        self._flush()
+        await self._flush_and_send()
 
     async def update_context(self, context: Any) -> None:
         """Replace the application context (§5.5)."""
         self._check_usable()
         self.core.update_context(context, self._now())
-        self._flush()
+        await self._flush_and_send()
 
     async def interrupt(self, reason: InterruptReason = "user") -> int:
         """Interrupt the agent now (§6.2): the epoch closes locally before anything is
         sent. Returns the closed epoch."""
         self._check_usable()
         epoch = self.core.interrupt(reason, self._now())
-        self._flush()
+        await self._flush_and_send()
         return epoch
 
     async def playback(self, item_id: str, played_ms: float) -> int:
         """Report how much of an audio item the user heard (§8.4); capped at what was received."""
         self._check_usable()
         played = self.core.playback(item_id, played_ms, self._now())
-        self._flush()
+        await self._flush_and_send()
         return played
 
     def send_audio(self, payload: bytes) -> bool:
@@ -438,17 +521,82 @@ class VrtClient:
         core = self.core
         while True:
             outbox, events = core.take_outbox(), core.take_events()
-            if not (outbox or events):
-                break
-            for item in outbox:
-                self._outbox.put_nowait(item)
+            if outbox:
+                self._pending += outbox
+                if self._sending is None:
+                    self._wake_writer()
+            # Handling an event calls the core back only for a RunTool (a call whose
+            # arguments do not fit is answered at once); otherwise the core has
+            # nothing more to give, and a second look would only find it empty.
+            again = False
             for event in events:
+                if type(event) is RunTool:
+                    again = True
                 self._handle(event)
+            if not again:
+                break
         if core.state is ClientState.OPEN:
             # While open, the session writes every sequenced message as it is sent,
             # and on ready it resent all the kept ones (§5.4).
             self._written_through = core.outgoing.last_seq
         self._arm_timer()
+
+    def _wake_writer(self) -> None:
+        ws = self._ws
+        if self._pending and self._writer is None and ws is not None and not self._writes_over:
+            self._writer = asyncio.get_running_loop().create_task(self._write(ws))
+
+    async def _flush_and_send(self) -> None:
+        """:meth:`_flush`, then write what it gave from this task when no writer is
+        running and nothing is pending: the same frames in the same order as the
+        writer would, a loop step sooner (a writer task would run only on the next).
+
+        Only where ``ws.send`` cannot wait: the connection open, its transport not
+        closing, and the frame keeping the write buffer far below websockets'
+        high-water mark, so that ``drain`` returns at once. The action then returns
+        without yielding, as before; anything else (backpressure, a Close and what
+        follows it) is left to the writer task, as before. Should a send wait all the
+        same, what is flushed meanwhile goes to the writer, started only after this
+        is done, so after it. A connection that closes under a send ends this as it
+        ends the writer: quietly, the rest unsent, every sequenced message still kept
+        by the core to resend on resume (§5.4).
+        """
+        ws = self._ws
+        if (
+            ws is None
+            or self._writer is not None
+            or self._sending is not None
+            or self._pending
+            or self._writes_over
+        ):
+            self._flush()
+            return
+        self._sending = ws
+        try:
+            self._flush()
+            pending = self._pending
+            transport = ws.transport
+            while pending and self._ws is ws:
+                item = pending[0]
+                if (
+                    isinstance(item, Close)
+                    or ws.state is not State.OPEN
+                    or transport.is_closing()
+                    or transport.get_write_buffer_size() + len(item.data) > _DIRECT_WRITE_MAX
+                ):
+                    break  # the writer's, as before
+                del pending[0]
+                if type(item) is SendText:
+                    await ws.send(item.data, text=True)
+                else:
+                    await ws.send(item.data)
+        except websockets.ConnectionClosed:
+            if self._ws is ws:
+                self._writes_over = True  # as the writer stops at this
+        finally:
+            if self._sending is ws:
+                self._sending = None
+            self._wake_writer()
 
     def _arm_timer(self) -> None:
         """Schedule the core's next deadline while connected. A timer already due no
@@ -458,15 +606,15 @@ class VrtClient:
         timer = self._timer
         if deadline is None:
             if timer is not None:
-                timer.cancel()
+                timer[0].cancel()
                 self._timer = None
             return
         if timer is not None:
-            if self._timer_at <= deadline:
+            if timer[1] <= deadline:
                 return
-            timer.cancel()
-        self._timer_at = deadline
-        self._timer = asyncio.get_running_loop().call_at(deadline, self._on_timer)
+            timer[0].cancel()
+        handle = asyncio.get_running_loop().call_at(deadline, self._on_timer)
+        self._timer = (handle, deadline)
 
     def _on_timer(self) -> None:
         self._timer = None
@@ -475,6 +623,9 @@ class VrtClient:
             self._flush()
 
     def _handle(self, event: ClientEvent) -> None:
+        if type(event) not in _DRIVER_EVENTS:  # most events only go to the application
+            self._events.put(event)
+            return
         if isinstance(event, RunTool):
             if not self._start_tool(event):
                 return
@@ -492,7 +643,7 @@ class VrtClient:
             retrying = event.code == "UNAUTHORIZED" and self.fresh_credential is not None
             if not retrying and self._ready is not None and not self._ready.done():
                 self._ready.set_exception(VrtError(event.code, event.message))
-        self._events.put_nowait(event)
+        self._events.put(event)
 
     def _start_tool(self, call: RunTool) -> bool:
         """Start the call; False when its arguments do not fit (answered INVALID, §7.1)."""
@@ -529,7 +680,7 @@ class VrtClient:
         if self.core.tool_finished(
             call.call_id, ok, self._now(), output=output, code=code, message=message
         ):
-            self._events.put_nowait(
+            self._events.put(
                 ToolFinished(
                     call_id=call.call_id,
                     name=call.name,
@@ -590,7 +741,7 @@ class VrtClient:
                 delay *= random.uniform(0.5, 1.0)
                 if deadline is not None:
                     delay = min(delay, deadline - now)
-                self._events.put_nowait(
+                self._events.put(
                     Disconnected(
                         code=ended.code,
                         reason=ended.reason,
@@ -681,8 +832,8 @@ class VrtClient:
             if report:
                 self.undelivered = self._unacknowledged()
                 if self.undelivered:
-                    self._events.put_nowait(Undelivered(messages=self.undelivered))
-            self._events.put_nowait(SessionClosed(reason=reason))
+                    self._events.put(Undelivered(messages=self.undelivered))
+            self._events.put(SessionClosed(reason=reason))
 
     def _unacknowledged(self) -> tuple[UndeliveredMessage, ...]:
         """Our kept messages the server has not handled, read back from their bytes."""
@@ -743,11 +894,12 @@ class VrtClient:
         ) as exc:
             return _Ended(code=None, reason=self._describe(exc), error=exc)
         self._ws = ws
-        self._outbox = asyncio.Queue()
+        self._pending = []
+        self._writes_over = False
+        self._sending = None
         watchdog = None if deadline is None else loop.call_at(deadline, self._abandon, ws)
         self.core.connection_made(self._now())
         self._flush()
-        writer = loop.create_task(self._write(ws))
         try:
             while True:
                 data = await ws.recv()
@@ -774,7 +926,9 @@ class VrtClient:
         finally:
             if watchdog is not None:
                 watchdog.cancel()
-            writer.cancel()
+            if self._writer is not None:
+                self._writer.cancel()
+                self._writer = None
             self._ws = None
             self.core.connection_lost(self._now())
             self._flush()
@@ -785,23 +939,34 @@ class VrtClient:
             ws.transport.abort()
 
     async def _write(self, ws: ClientConnection) -> None:
-        outbox = self._outbox
-        while True:
-            item = await outbox.get()
-            try:
-                if type(item) is SendText:
-                    await ws.send(item.data, text=True)
-                elif type(item) is SendBinary:
-                    await ws.send(item.data)
-                elif isinstance(item, Close):
-                    # §4.4: a dead connection gets its close frame (4000) but no wait
-                    # for an answer that will not come; the resume starts at once.
-                    dead = item.code == CloseCode.REPLACED
-                    timeout = DEAD_CLOSE_TIMEOUT if dead else CLOSE_TIMEOUT
-                    await asyncio.wait_for(ws.close(item.code, item.reason), timeout)
-                    return
-            except TimeoutError:
-                ws.transport.abort()
-                return
-            except websockets.ConnectionClosed:
-                return
+        """Write ``_pending`` out, and what is added meanwhile, until nothing is left."""
+        try:
+            while self._pending:
+                # What is flushed while these are written goes to a new list, after.
+                items, self._pending = self._pending, []
+                for item in items:
+                    try:
+                        if type(item) is SendText:
+                            await ws.send(item.data, text=True)
+                        elif type(item) is SendBinary:
+                            await ws.send(item.data)
+                        elif isinstance(item, Close):
+                            # §4.4: a dead connection gets its close frame (4000) but no
+                            # wait for an answer that will not come; the resume starts
+                            # at once.
+                            self._writes_over = True
+                            dead = item.code == CloseCode.REPLACED
+                            timeout = DEAD_CLOSE_TIMEOUT if dead else CLOSE_TIMEOUT
+                            await asyncio.wait_for(ws.close(item.code, item.reason), timeout)
+                            return
+                    except TimeoutError:
+                        ws.transport.abort()
+                        return
+                    except websockets.ConnectionClosed:
+                        if self._ws is ws:
+                            self._writes_over = True
+                        return
+        finally:
+            # A writer cancelled late must not unset the next connection's writer.
+            if self._writer is asyncio.current_task():
+                self._writer = None
