@@ -17,8 +17,12 @@ keeps them in one slot and one Lua script can touch all three:
   element per write (msgpack, a list of entries), the newest within ``max_log_bytes``.
 
 Every write is one script that first checks the lease, so a process that lost the
-session (a stalled one, say) cannot change it. Writes of all sessions of the process
-that happen in one event-loop step go to Redis in one pipeline. The keys expire a
+session (a stalled one, say) cannot change it. A journal's write goes to Redis the
+moment it is made, on a connection of its own that the process keeps for them (the
+link): the command is written to the socket at once and its reply read in order, with
+no pool, pipeline or task per write; a Cluster gets each write through the cluster
+client instead. The other scripts (create, claim, refresh, end) go in pipelines, those
+of one event-loop step together. The keys expire a
 resume window after the session's connection ended (refreshed while it is connected),
 so Redis forgets abandoned sessions by itself; a session that ends leaves a tombstone
 for the length of a resume window, so that nobody brings it back.
@@ -35,6 +39,7 @@ import logging
 import os
 import secrets
 import time
+from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Final, Literal
@@ -203,6 +208,18 @@ class _Pending:
     future: asyncio.Future[Any] = field(repr=False)
 
 
+_OUTCOMES: Final[dict[int, WriteOutcome]] = {1: "ok", 0: "fenced", -1: "missing"}
+
+
+def _command(*parts: Any) -> bytes:
+    """A command in RESP (its parts are str, bytes or int), in one buffer."""
+    out = [b"*%d\r\n" % len(parts)]
+    for part in parts:
+        data = part if isinstance(part, bytes) else str(part).encode()
+        out += (b"$%d\r\n" % len(data), data, b"\r\n")
+    return b"".join(out)
+
+
 class RedisSessionStore:
     """Sessions in Redis (a single server, Sentinel-managed or a Cluster); see the
     module docstring and docs/deploy.md.
@@ -247,6 +264,16 @@ class RedisSessionStore:
         self._journals: dict[str, SessionJournal] = {}
         self._tasks: list[asyncio.Task[None]] = []
         self._loop: asyncio.AbstractEventLoop | None = None
+        # The link: a connection of the journals' writes (see the module docstring).
+        self._link: Any = None
+        self._linking: asyncio.Task[None] | None = None
+        self._reading: asyncio.Task[None] | None = None
+        #: Writes sent on the link, oldest first: Redis answers them in this order.
+        self._inflight: deque[_Pending] = deque()
+        #: Writes waiting for the link to connect.
+        self._unlinked: list[_Pending] = []
+        self._wake: asyncio.Future[None] | None = None
+        self._closed = False
 
     def __repr__(self) -> str:
         return f"RedisSessionStore({self.safe_url!r})"
@@ -303,9 +330,19 @@ class RedisSessionStore:
         ]
 
     async def close(self) -> None:
-        for task in self._tasks:
+        self._closed = True
+        tasks = [t for t in (*self._tasks, self._linking, self._reading) if t is not None]
+        for task in tasks:
             task.cancel()
-        await asyncio.gather(*self._tasks, return_exceptions=True)
+        await asyncio.gather(*tasks, return_exceptions=True)
+        link, self._link = self._link, None
+        closed = StoreUnavailable("the session store closed")
+        self._fail([*self._inflight, *self._unlinked], closed)
+        self._inflight.clear()
+        self._unlinked = []
+        if link is not None:
+            with contextlib.suppress(Exception):
+                await link.disconnect(nowait=True)
         for client in {
             id(self._client): self._client,
             id(self._pubsub_client): self._pubsub_client,
@@ -504,7 +541,7 @@ class RedisSessionStore:
     # -- the pipeline --
 
     def write(self, batch: Batch) -> asyncio.Future[WriteOutcome]:
-        """Queue a journal's batch for the next pipeline (see :class:`JournalStore`)."""
+        """Send a journal's batch now, on the link (see :class:`JournalStore`)."""
         args: list[Any] = [
             batch.token,
             batch.ttl_ms,
@@ -520,9 +557,131 @@ class RedisSessionStore:
         ]
         assert self._loop is not None
         outcome: asyncio.Future[WriteOutcome] = self._loop.create_future()
-        raw = self._enqueue("write", batch.session_id, args)
-        raw.add_done_callback(lambda done: _outcome(done, outcome))
+        if self.cluster:
+            raw = self._enqueue("write", batch.session_id, args)
+            raw.add_done_callback(lambda done: _outcome(done, outcome))
+        else:
+            self._link_send(_Pending("write", self.keys(batch.session_id), args, outcome))
         return outcome
+
+    # -- the link: the journals' writes (not on a Cluster) --
+
+    def _link_send(self, item: _Pending, *, source: bool = False) -> None:
+        """Write ``item`` to the link's socket now (``source``: as ``EVAL`` with the
+        script's text, for a Redis that forgot it); its reply comes in order."""
+        link = self._link
+        # The link's stream writer (redis-py keeps it as ``_writer``): writing to it at
+        # once is the point of the link; its replies are read with read_response.
+        writer = getattr(link, "_writer", None) if link is not None else None
+        if writer is None or writer.is_closing():
+            if link is not None:
+                self._unlink(StoreUnavailable("the connection to the store closed"))
+            self._unlinked.append(item)
+            if self._linking is None:
+                assert self._loop is not None
+                self._linking = self._loop.create_task(self._connect_link())
+            return
+        sha = self._shas.get(item.script)
+        if source or sha is None:  # (the scripts are being loaded again)
+            head: tuple[Any, ...] = ("EVAL", _SCRIPTS[item.script], 3)
+        else:
+            head = ("EVALSHA", sha, 3)
+        try:
+            writer.write(_command(*head, *item.keys, *item.args))
+        except Exception as exc:
+            self._fail([item], exc)
+            self._unlink(exc)
+            return
+        self._inflight.append(item)
+        wake = self._wake
+        if wake is not None and not wake.done():
+            wake.set_result(None)
+
+    async def _connect_link(self) -> None:
+        """Connect the link (and load the scripts), then send what waited for it."""
+        link = None
+        try:
+            if self._client is None or self._closed:
+                raise StoreUnavailable("the store is not open")
+            link = self._client.connection_pool.make_connection()
+            await link.connect()
+            if not self._shas:
+                await self._load_scripts()
+        except asyncio.CancelledError:
+            self._linking = None
+            self._fail(self._unlinked, StoreUnavailable("the store closed"))
+            self._unlinked = []
+            raise
+        except Exception as exc:
+            self._linking = None
+            failed, self._unlinked = self._unlinked, []
+            self._fail(failed, exc)
+            if link is not None:
+                with contextlib.suppress(Exception):
+                    await link.disconnect(nowait=True)
+            return
+        self._linking = None
+        self._link = link
+        assert self._loop is not None
+        self._reading = self._loop.create_task(self._read_link(link), name="vrt store: link")
+        waiting, self._unlinked = self._unlinked, []
+        for item in waiting:
+            self._link_send(item)
+
+    async def _read_link(self, link: Any) -> None:
+        """Read the link's replies, in the order of its writes, while it is the link."""
+        from redis.exceptions import NoScriptError, ResponseError
+
+        assert self._loop is not None
+        inflight = self._inflight
+        try:
+            while self._link is link:
+                if not inflight:
+                    self._wake = self._loop.create_future()
+                    await self._wake
+                    continue
+                try:
+                    result: Any = await link.read_response()
+                except ResponseError as exc:  # an error reply: the link goes on
+                    result = exc
+                item = inflight.popleft()
+                future = item.future
+                if isinstance(result, NoScriptError):
+                    self._link_send(item, source=True)  # Redis restarted and forgot it
+                elif future.done():
+                    pass
+                elif isinstance(result, Exception):
+                    future.set_exception(StoreUnavailable(f"{type(result).__name__}: {result}"))
+                else:
+                    future.set_result(_OUTCOMES.get(result, "missing"))
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:  # the connection failed or timed out: writes unknown
+            self._unlink(exc, link)
+
+    def _unlink(self, exc: BaseException, link: Any = None) -> None:
+        """The link failed: its writes in flight fail (their journals rewrite their
+        sessions whole), and the next write connects a new one."""
+        if link is not None and link is not self._link:
+            return
+        link, self._link = self._link, None
+        failed = list(self._inflight)
+        self._inflight.clear()
+        self._fail(failed, exc)
+        wake = self._wake
+        if wake is not None and not wake.done():
+            wake.set_result(None)
+        if link is not None and self._loop is not None:
+            self._loop.create_task(_disconnect(link))
+
+    @staticmethod
+    def _fail(items: list[_Pending], exc: BaseException) -> None:
+        failure = exc if isinstance(exc, StoreUnavailable) else None
+        for item in items:
+            if not item.future.done():
+                item.future.set_exception(
+                    failure or StoreUnavailable(f"{type(exc).__name__}: {exc}")
+                )
 
     async def _call(self, script: str, session_id: str, args: list[Any]) -> Any:
         return await self._enqueue(script, session_id, args)
@@ -623,6 +782,11 @@ def _outcome(raw: asyncio.Future[Any], outcome: asyncio.Future[WriteOutcome]) ->
         return
     code = int(raw.result())
     outcome.set_result("ok" if code == 1 else "fenced" if code == 0 else "missing")
+
+
+async def _disconnect(link: Any) -> None:
+    with contextlib.suppress(Exception):
+        await link.disconnect(nowait=True)
 
 
 def _text(value: Any) -> str:
