@@ -206,6 +206,7 @@ class _Pending:
     keys: tuple[str, str, str]
     args: list[Any]
     future: asyncio.Future[Any] = field(repr=False)
+    session_id: str = ""
 
 
 _OUTCOMES: Final[dict[int, WriteOutcome]] = {1: "ok", 0: "fenced", -1: "missing"}
@@ -274,6 +275,8 @@ class RedisSessionStore:
         self._unlinked: list[_Pending] = []
         self._wake: asyncio.Future[None] | None = None
         self._closed = False
+        #: Resumes here in progress (``claim``), by session id: done once the lease is ours.
+        self._claims: dict[str, asyncio.Future[None]] = {}
 
     def __repr__(self) -> str:
         return f"RedisSessionStore({self.safe_url!r})"
@@ -414,6 +417,19 @@ class RedisSessionStore:
         """Take the lease of ``session_id`` for a resume (§5.4). None for a session
         unknown, ended or of another principal (the same answer, §5.3); raises
         :class:`StoreUnavailable`."""
+        loop = asyncio.get_running_loop()
+        taken: asyncio.Future[None] = loop.create_future()
+        self._claims[session_id] = taken
+        try:
+            return await self._claim(session_id, principal, local)
+        finally:
+            if self._claims.get(session_id) is taken:
+                del self._claims[session_id]
+            taken.set_result(None)
+
+    async def _claim(
+        self, session_id: str, principal: str | None, local: SessionJournal | None
+    ) -> Claim | None:
         loop = asyncio.get_running_loop()
         reply = await self._call(
             "claim",
@@ -559,10 +575,36 @@ class RedisSessionStore:
         outcome: asyncio.Future[WriteOutcome] = self._loop.create_future()
         if self.cluster:
             raw = self._enqueue("write", batch.session_id, args)
-            raw.add_done_callback(lambda done: _outcome(done, outcome))
+            raw.add_done_callback(lambda done: self._outcome(batch.session_id, done, outcome))
         else:
-            self._link_send(_Pending("write", self.keys(batch.session_id), args, outcome))
+            keys = self.keys(batch.session_id)
+            self._link_send(_Pending("write", keys, args, outcome, batch.session_id))
         return outcome
+
+    def _settle(self, session_id: str, result: Any, future: asyncio.Future[WriteOutcome]) -> None:
+        """A write's reply. Refused while this process is taking the session again (a
+        resume here, whose claim overtook the write): answered once the claim is done, so
+        that the journal writes again with the new lease rather than give the session up."""
+        outcome = _OUTCOMES.get(result, "missing")
+        taken = self._claims.get(session_id)
+        if outcome == "fenced" and taken is not None:
+            taken.add_done_callback(lambda _: _resolve(future, outcome))
+        else:
+            _resolve(future, outcome)
+
+    def _outcome(
+        self, session_id: str, raw: asyncio.Future[Any], outcome: asyncio.Future[WriteOutcome]
+    ) -> None:
+        if outcome.done():
+            return
+        if raw.cancelled():
+            outcome.cancel()
+            return
+        exc = raw.exception()
+        if exc is not None:
+            outcome.set_exception(exc)
+            return
+        self._settle(session_id, int(raw.result()), outcome)
 
     # -- the link: the journals' writes (not on a Cluster) --
 
@@ -653,7 +695,7 @@ class RedisSessionStore:
                 elif isinstance(result, Exception):
                     future.set_exception(StoreUnavailable(f"{type(result).__name__}: {result}"))
                 else:
-                    future.set_result(_OUTCOMES.get(result, "missing"))
+                    self._settle(item.session_id, result, future)
         except asyncio.CancelledError:
             raise
         except Exception as exc:  # the connection failed or timed out: writes unknown
@@ -770,18 +812,9 @@ class RedisSessionStore:
         self._shas = shas
 
 
-def _outcome(raw: asyncio.Future[Any], outcome: asyncio.Future[WriteOutcome]) -> None:
-    if outcome.done():
-        return
-    if raw.cancelled():
-        outcome.cancel()
-        return
-    exc = raw.exception()
-    if exc is not None:
-        outcome.set_exception(exc)
-        return
-    code = int(raw.result())
-    outcome.set_result("ok" if code == 1 else "fenced" if code == 0 else "missing")
+def _resolve(future: asyncio.Future[WriteOutcome], outcome: WriteOutcome) -> None:
+    if not future.done():
+        future.set_result(outcome)
 
 
 async def _disconnect(link: Any) -> None:
