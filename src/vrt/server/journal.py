@@ -99,6 +99,11 @@ class Batch:
 class JournalStore(Protocol):
     """What a journal needs of the shared store."""
 
+    @property
+    def sends_at_once(self) -> bool:
+        """True when :meth:`write` sends the batch before it returns (so a write made
+        in the middle of a loop step is on its way while the step goes on)."""
+
     def write(self, batch: Batch) -> asyncio.Future[WriteOutcome]:
         """Send ``batch`` with the next pipeline; the future fails with
         :class:`StoreUnavailable` when the store cannot be reached."""
@@ -267,7 +272,7 @@ class SessionJournal:
         if self._unsynced:
             self._resync_soon()
             return True  # the store is unreachable: the connection goes on from memory
-        if self._task is None:
+        if self._task is None and self.store.sends_at_once:
             if not self._dirty():
                 return True
             # Nothing in flight: the write goes to the store now, within this loop step
@@ -278,7 +283,10 @@ class SessionJournal:
                 self._run((batch, self.store.write(batch), [(writer, outbox)]))
             )
             return False
+        if self._task is None and not self._dirty():
+            return True
         self._held.append((writer, outbox))
+        self._start()  # (a write in flight: no-op; otherwise it goes once the step is over)
         return False
 
     def changed(self) -> None:

@@ -606,6 +606,12 @@ class RedisSessionStore:
             return
         self._settle(session_id, int(raw.result()), outcome)
 
+    @property
+    def sends_at_once(self) -> bool:
+        """The link sends a write at once; a Cluster's writes go once the loop step is
+        over (see :class:`JournalStore`)."""
+        return not self.cluster
+
     # -- the link: the journals' writes (not on a Cluster) --
 
     def _link_send(self, item: _Pending, *, source: bool = False) -> None:
