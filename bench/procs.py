@@ -163,13 +163,20 @@ class ServerProcess:
     CPU 0. It prints ``READY PORT`` once it listens; it exits on SIGTERM or after
     ``max_life`` seconds, and with its parent."""
 
-    def __init__(self, kind: str, *, max_life: float, extra: list[str] | None = None) -> None:
+    def __init__(
+        self,
+        kind: str,
+        *,
+        max_life: float,
+        extra: list[str] | None = None,
+        module: str = "bench.servers",
+    ) -> None:
         self.kind = kind
         self._log: IO[bytes] = tempfile.TemporaryFile()  # noqa: SIM115 (closed in stop)
         cmd = [
             sys.executable,
             "-m",
-            "bench.servers",
+            module,
             kind,
             "--max-life",
             str(max_life),

@@ -7,9 +7,12 @@ sequenced message the session numbers, and the events that make the conversation
 (``ClientConnection.gate``): when the session changed since the last write to the
 store, the outbox waits while the journal writes the change (one store round trip for
 everything that happened since, however many messages), and is written to the socket
-once the store has it. Outboxes that arrive meanwhile wait behind it, in order, and go
-with the next write. An outbox that changes nothing (audio frames, a pong) is written at
-once when nothing waits.
+once the store has it. That write starts at once, while the loop step that made the
+outbox (an agent's step, say) is still running, so that the first reply of a turn waits
+for one round trip, not for the rest of the step and then a round trip. Outboxes that
+arrive meanwhile wait behind it, in order, and go with the next write (so a turn costs
+two writes when its step flushes more than once). An outbox that changes nothing (audio
+frames, a pong) is written at once when nothing waits.
 
 Every write carries the session's lease (a fencing token): a write refused because
 another process took the session means this process has lost it. What waits is dropped
@@ -96,6 +99,11 @@ class Batch:
 class JournalStore(Protocol):
     """What a journal needs of the shared store."""
 
+    @property
+    def sends_at_once(self) -> bool:
+        """True when :meth:`write` sends the batch before it returns (so a write made
+        in the middle of a loop step is on its way while the step goes on)."""
+
     def write(self, batch: Batch) -> asyncio.Future[WriteOutcome]:
         """Send ``batch`` with the next pipeline; the future fails with
         :class:`StoreUnavailable` when the store cannot be reached."""
@@ -110,6 +118,10 @@ class _Writer(Protocol):
     closed: bool
 
     def write_items(self, outbox: list[Output]) -> None: ...
+
+
+#: A write on its way: the batch, its outcome to come, and the outboxes that wait for it.
+_Flight = tuple[Batch, "asyncio.Future[WriteOutcome]", list[tuple[_Writer, list[Output]]]]
 
 
 class SessionJournal:
@@ -260,10 +272,21 @@ class SessionJournal:
         if self._unsynced:
             self._resync_soon()
             return True  # the store is unreachable: the connection goes on from memory
+        if self._task is None and self.store.sends_at_once:
+            if not self._dirty():
+                return True
+            # Nothing in flight: the write goes to the store now, within this loop step
+            # (the store sends it at once), covering this outbox and everything numbered
+            # before it; what the step still makes waits for the next write.
+            batch = self._batch()
+            self._task = self.loop.create_task(
+                self._run((batch, self.store.write(batch), [(writer, outbox)]))
+            )
+            return False
         if self._task is None and not self._dirty():
             return True
         self._held.append((writer, outbox))
-        self._start()
+        self._start()  # (a write in flight: no-op; otherwise it goes once the step is over)
         return False
 
     def changed(self) -> None:
@@ -326,14 +349,23 @@ class SessionJournal:
             full=full,
         )
 
-    async def _run(self) -> None:
+    async def _run(self, first: _Flight | None = None) -> None:
+        """Write what changed and then the outboxes that waited for it, until nothing
+        waits; ``first``: a write already sent, with the outboxes it holds."""
         try:
             while not self.lost:
-                held, self._held = self._held, []
-                if self._dirty() and not self._unsynced:
-                    batch = self._batch()
+                sent: asyncio.Future[WriteOutcome] | None = None
+                if first is not None:
+                    batch, sent, held = first
+                    first = None
+                else:
+                    held, self._held = self._held, []
+                    if self._dirty() and not self._unsynced:
+                        batch = self._batch()
+                        sent = self.store.write(batch)
+                if sent is not None:
                     try:
-                        outcome = await self._write(batch)
+                        outcome = await self._write(batch, sent)
                     except StoreUnavailable as exc:
                         self._fall_back(batch, exc)
                         outcome = "ok"
@@ -348,15 +380,21 @@ class SessionJournal:
                 if not self._held and (self._unsynced or not self._dirty()):
                     return
         finally:
+            if first is not None:  # lost before its outcome was awaited: not wanted
+                first[1].cancel()
             self._task = None
             if self._unsynced and not self.lost:
                 self._resync_soon()
 
-    async def _write(self, batch: Batch) -> WriteOutcome:
-        """Write ``batch``; written again with the current lease when this process took
-        the session again (a resume here) while it was on its way with the old one."""
+    async def _write(
+        self, batch: Batch, sent: asyncio.Future[WriteOutcome] | None = None
+    ) -> WriteOutcome:
+        """Write ``batch`` (``sent``: its write, already on its way); written again with
+        the current lease when this process took the session again (a resume here) while
+        it was on its way with the old one."""
         while True:
-            outcome = await self.store.write(batch)
+            outcome = await (sent if sent is not None else self.store.write(batch))
+            sent = None
             if outcome != "fenced" or batch.token == self.token or self.lost:
                 return outcome
             batch.token = self.token

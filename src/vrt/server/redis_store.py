@@ -17,8 +17,12 @@ keeps them in one slot and one Lua script can touch all three:
   element per write (msgpack, a list of entries), the newest within ``max_log_bytes``.
 
 Every write is one script that first checks the lease, so a process that lost the
-session (a stalled one, say) cannot change it. Writes of all sessions of the process
-that happen in one event-loop step go to Redis in one pipeline. The keys expire a
+session (a stalled one, say) cannot change it. A journal's write goes to Redis the
+moment it is made, on a connection of its own that the process keeps for them (the
+link): the command is written to the socket at once and its reply read in order, with
+no pool, pipeline or task per write; a Cluster gets each write through the cluster
+client instead. The other scripts (create, claim, refresh, end) go in pipelines, those
+of one event-loop step together. The keys expire a
 resume window after the session's connection ended (refreshed while it is connected),
 so Redis forgets abandoned sessions by itself; a session that ends leaves a tombstone
 for the length of a resume window, so that nobody brings it back.
@@ -35,6 +39,7 @@ import logging
 import os
 import secrets
 import time
+from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Final, Literal
@@ -201,6 +206,19 @@ class _Pending:
     keys: tuple[str, str, str]
     args: list[Any]
     future: asyncio.Future[Any] = field(repr=False)
+    session_id: str = ""
+
+
+_OUTCOMES: Final[dict[int, WriteOutcome]] = {1: "ok", 0: "fenced", -1: "missing"}
+
+
+def _command(*parts: Any) -> bytes:
+    """A command in RESP (its parts are str, bytes or int), in one buffer."""
+    out = [b"*%d\r\n" % len(parts)]
+    for part in parts:
+        data = part if isinstance(part, bytes) else str(part).encode()
+        out += (b"$%d\r\n" % len(data), data, b"\r\n")
+    return b"".join(out)
 
 
 class RedisSessionStore:
@@ -247,6 +265,18 @@ class RedisSessionStore:
         self._journals: dict[str, SessionJournal] = {}
         self._tasks: list[asyncio.Task[None]] = []
         self._loop: asyncio.AbstractEventLoop | None = None
+        # The link: a connection of the journals' writes (see the module docstring).
+        self._link: Any = None
+        self._linking: asyncio.Task[None] | None = None
+        self._reading: asyncio.Task[None] | None = None
+        #: Writes sent on the link, oldest first: Redis answers them in this order.
+        self._inflight: deque[_Pending] = deque()
+        #: Writes waiting for the link to connect.
+        self._unlinked: list[_Pending] = []
+        self._wake: asyncio.Future[None] | None = None
+        self._closed = False
+        #: Resumes here in progress (``claim``), by session id: done once the lease is ours.
+        self._claims: dict[str, asyncio.Future[None]] = {}
 
     def __repr__(self) -> str:
         return f"RedisSessionStore({self.safe_url!r})"
@@ -303,9 +333,19 @@ class RedisSessionStore:
         ]
 
     async def close(self) -> None:
-        for task in self._tasks:
+        self._closed = True
+        tasks = [t for t in (*self._tasks, self._linking, self._reading) if t is not None]
+        for task in tasks:
             task.cancel()
-        await asyncio.gather(*self._tasks, return_exceptions=True)
+        await asyncio.gather(*tasks, return_exceptions=True)
+        link, self._link = self._link, None
+        closed = StoreUnavailable("the session store closed")
+        self._fail([*self._inflight, *self._unlinked], closed)
+        self._inflight.clear()
+        self._unlinked = []
+        if link is not None:
+            with contextlib.suppress(Exception):
+                await link.disconnect(nowait=True)
         for client in {
             id(self._client): self._client,
             id(self._pubsub_client): self._pubsub_client,
@@ -377,6 +417,19 @@ class RedisSessionStore:
         """Take the lease of ``session_id`` for a resume (§5.4). None for a session
         unknown, ended or of another principal (the same answer, §5.3); raises
         :class:`StoreUnavailable`."""
+        loop = asyncio.get_running_loop()
+        taken: asyncio.Future[None] = loop.create_future()
+        self._claims[session_id] = taken
+        try:
+            return await self._claim(session_id, principal, local)
+        finally:
+            if self._claims.get(session_id) is taken:
+                del self._claims[session_id]
+            taken.set_result(None)
+
+    async def _claim(
+        self, session_id: str, principal: str | None, local: SessionJournal | None
+    ) -> Claim | None:
         loop = asyncio.get_running_loop()
         reply = await self._call(
             "claim",
@@ -504,7 +557,7 @@ class RedisSessionStore:
     # -- the pipeline --
 
     def write(self, batch: Batch) -> asyncio.Future[WriteOutcome]:
-        """Queue a journal's batch for the next pipeline (see :class:`JournalStore`)."""
+        """Send a journal's batch now, on the link (see :class:`JournalStore`)."""
         args: list[Any] = [
             batch.token,
             batch.ttl_ms,
@@ -520,9 +573,163 @@ class RedisSessionStore:
         ]
         assert self._loop is not None
         outcome: asyncio.Future[WriteOutcome] = self._loop.create_future()
-        raw = self._enqueue("write", batch.session_id, args)
-        raw.add_done_callback(lambda done: _outcome(done, outcome))
+        if self.cluster:
+            raw = self._enqueue("write", batch.session_id, args)
+            raw.add_done_callback(lambda done: self._outcome(batch.session_id, done, outcome))
+        else:
+            keys = self.keys(batch.session_id)
+            self._link_send(_Pending("write", keys, args, outcome, batch.session_id))
         return outcome
+
+    def _settle(self, session_id: str, result: Any, future: asyncio.Future[WriteOutcome]) -> None:
+        """A write's reply. Refused while this process is taking the session again (a
+        resume here, whose claim overtook the write): answered once the claim is done, so
+        that the journal writes again with the new lease rather than give the session up."""
+        outcome = _OUTCOMES.get(result, "missing")
+        taken = self._claims.get(session_id)
+        if outcome == "fenced" and taken is not None:
+            taken.add_done_callback(lambda _: _resolve(future, outcome))
+        else:
+            _resolve(future, outcome)
+
+    def _outcome(
+        self, session_id: str, raw: asyncio.Future[Any], outcome: asyncio.Future[WriteOutcome]
+    ) -> None:
+        if outcome.done():
+            return
+        if raw.cancelled():
+            outcome.cancel()
+            return
+        exc = raw.exception()
+        if exc is not None:
+            outcome.set_exception(exc)
+            return
+        self._settle(session_id, int(raw.result()), outcome)
+
+    @property
+    def sends_at_once(self) -> bool:
+        """The link sends a write at once; a Cluster's writes go once the loop step is
+        over (see :class:`JournalStore`)."""
+        return not self.cluster
+
+    # -- the link: the journals' writes (not on a Cluster) --
+
+    def _link_send(self, item: _Pending, *, source: bool = False) -> None:
+        """Write ``item`` to the link's socket now (``source``: as ``EVAL`` with the
+        script's text, for a Redis that forgot it); its reply comes in order."""
+        link = self._link
+        # The link's stream writer (redis-py keeps it as ``_writer``): writing to it at
+        # once is the point of the link; its replies are read with read_response.
+        writer = getattr(link, "_writer", None) if link is not None else None
+        if writer is None or writer.is_closing():
+            if link is not None:
+                self._unlink(StoreUnavailable("the connection to the store closed"))
+            self._unlinked.append(item)
+            if self._linking is None:
+                assert self._loop is not None
+                self._linking = self._loop.create_task(self._connect_link())
+            return
+        sha = self._shas.get(item.script)
+        if source or sha is None:  # (the scripts are being loaded again)
+            head: tuple[Any, ...] = ("EVAL", _SCRIPTS[item.script], 3)
+        else:
+            head = ("EVALSHA", sha, 3)
+        try:
+            writer.write(_command(*head, *item.keys, *item.args))
+        except Exception as exc:
+            self._fail([item], exc)
+            self._unlink(exc)
+            return
+        self._inflight.append(item)
+        wake = self._wake
+        if wake is not None and not wake.done():
+            wake.set_result(None)
+
+    async def _connect_link(self) -> None:
+        """Connect the link (and load the scripts), then send what waited for it."""
+        link = None
+        try:
+            if self._client is None or self._closed:
+                raise StoreUnavailable("the store is not open")
+            link = self._client.connection_pool.make_connection()
+            await link.connect()
+            if not self._shas:
+                await self._load_scripts()
+        except asyncio.CancelledError:
+            self._linking = None
+            self._fail(self._unlinked, StoreUnavailable("the store closed"))
+            self._unlinked = []
+            raise
+        except Exception as exc:
+            self._linking = None
+            failed, self._unlinked = self._unlinked, []
+            self._fail(failed, exc)
+            if link is not None:
+                with contextlib.suppress(Exception):
+                    await link.disconnect(nowait=True)
+            return
+        self._linking = None
+        self._link = link
+        assert self._loop is not None
+        self._reading = self._loop.create_task(self._read_link(link), name="vrt store: link")
+        waiting, self._unlinked = self._unlinked, []
+        for item in waiting:
+            self._link_send(item)
+
+    async def _read_link(self, link: Any) -> None:
+        """Read the link's replies, in the order of its writes, while it is the link."""
+        from redis.exceptions import NoScriptError, ResponseError
+
+        assert self._loop is not None
+        inflight = self._inflight
+        try:
+            while self._link is link:
+                if not inflight:
+                    self._wake = self._loop.create_future()
+                    await self._wake
+                    continue
+                try:
+                    result: Any = await link.read_response()
+                except ResponseError as exc:  # an error reply: the link goes on
+                    result = exc
+                item = inflight.popleft()
+                future = item.future
+                if isinstance(result, NoScriptError):
+                    self._link_send(item, source=True)  # Redis restarted and forgot it
+                elif future.done():
+                    pass
+                elif isinstance(result, Exception):
+                    future.set_exception(StoreUnavailable(f"{type(result).__name__}: {result}"))
+                else:
+                    self._settle(item.session_id, result, future)
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:  # the connection failed or timed out: writes unknown
+            self._unlink(exc, link)
+
+    def _unlink(self, exc: BaseException, link: Any = None) -> None:
+        """The link failed: its writes in flight fail (their journals rewrite their
+        sessions whole), and the next write connects a new one."""
+        if link is not None and link is not self._link:
+            return
+        link, self._link = self._link, None
+        failed = list(self._inflight)
+        self._inflight.clear()
+        self._fail(failed, exc)
+        wake = self._wake
+        if wake is not None and not wake.done():
+            wake.set_result(None)
+        if link is not None and self._loop is not None:
+            self._loop.create_task(_disconnect(link))
+
+    @staticmethod
+    def _fail(items: list[_Pending], exc: BaseException) -> None:
+        failure = exc if isinstance(exc, StoreUnavailable) else None
+        for item in items:
+            if not item.future.done():
+                item.future.set_exception(
+                    failure or StoreUnavailable(f"{type(exc).__name__}: {exc}")
+                )
 
     async def _call(self, script: str, session_id: str, args: list[Any]) -> Any:
         return await self._enqueue(script, session_id, args)
@@ -611,18 +818,14 @@ class RedisSessionStore:
         self._shas = shas
 
 
-def _outcome(raw: asyncio.Future[Any], outcome: asyncio.Future[WriteOutcome]) -> None:
-    if outcome.done():
-        return
-    if raw.cancelled():
-        outcome.cancel()
-        return
-    exc = raw.exception()
-    if exc is not None:
-        outcome.set_exception(exc)
-        return
-    code = int(raw.result())
-    outcome.set_result("ok" if code == 1 else "fenced" if code == 0 else "missing")
+def _resolve(future: asyncio.Future[WriteOutcome], outcome: WriteOutcome) -> None:
+    if not future.done():
+        future.set_result(outcome)
+
+
+async def _disconnect(link: Any) -> None:
+    with contextlib.suppress(Exception):
+        await link.disconnect(nowait=True)
 
 
 def _text(value: Any) -> str:
