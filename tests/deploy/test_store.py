@@ -280,3 +280,42 @@ async def test_a_write_overtaken_by_a_resume_on_the_same_process_is_not_a_lost_s
         release.set()
         await client.close()
         await a.close()
+
+
+class _StreamlessConnection:
+    """A redis-py connection seen without its stream writer (``_writer``), as a redis-py
+    that keeps it elsewhere would be: everything else is the real connection's."""
+
+    def __init__(self, real: Any) -> None:
+        self._real = real
+
+    def __getattr__(self, name: str) -> Any:
+        if name == "_writer":
+            raise AttributeError(name)
+        return getattr(self._real, name)
+
+
+async def test_without_the_stream_writer_the_writes_go_in_pipelines(
+    redis_server: RedisServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The journals' writes go on a connection of their own, written to through
+    redis-py's stream writer; a redis-py without it must still store every write, in
+    pipelines (as on a Cluster), not reconnect forever or lose the session."""
+    url = redis_server.store_url("streamless")
+    store = RedisSessionStore(url)
+    a = await start_server(store=store)
+    assert store.sends_at_once
+    pool = store._client.connection_pool  # type: ignore[union-attr]
+    real = pool.make_connection
+    monkeypatch.setattr(pool, "make_connection", lambda: _StreamlessConnection(real()))
+    client = await RawClient.connect(a.url)
+    try:
+        ready = await client.hello()
+        assert await reply(client, "echo stored all the same") == "stored all the same"
+        assert not store.sends_at_once
+        view = StoreView(redis_server.url, "streamless")
+        await eventually(lambda: len(view.kept(ready.session_id)) == client.last_seq, 2.0)
+        assert await reply(client, "echo and again") == "and again"
+    finally:
+        await client.close()
+        await a.close()

@@ -35,6 +35,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import logging
 import os
 import secrets
@@ -212,15 +213,6 @@ class _Pending:
 _OUTCOMES: Final[dict[int, WriteOutcome]] = {1: "ok", 0: "fenced", -1: "missing"}
 
 
-def _command(*parts: Any) -> bytes:
-    """A command in RESP (its parts are str, bytes or int), in one buffer."""
-    out = [b"*%d\r\n" % len(parts)]
-    for part in parts:
-        data = part if isinstance(part, bytes) else str(part).encode()
-        out += (b"$%d\r\n" % len(data), data, b"\r\n")
-    return b"".join(out)
-
-
 class RedisSessionStore:
     """Sessions in Redis (a single server, Sentinel-managed or a Cluster); see the
     module docstring and docs/deploy.md.
@@ -267,6 +259,9 @@ class RedisSessionStore:
         self._loop: asyncio.AbstractEventLoop | None = None
         # The link: a connection of the journals' writes (see the module docstring).
         self._link: Any = None
+        #: The link can be used: redis-py's connection keeps its stream writer as
+        #: ``_writer`` (5.x to 8.x do); without it, writes go in pipelines as a Cluster's.
+        self._linkable = True
         self._linking: asyncio.Task[None] | None = None
         self._reading: asyncio.Task[None] | None = None
         #: Writes sent on the link, oldest first: Redis answers them in this order.
@@ -573,7 +568,7 @@ class RedisSessionStore:
         ]
         assert self._loop is not None
         outcome: asyncio.Future[WriteOutcome] = self._loop.create_future()
-        if self.cluster:
+        if not self.sends_at_once:
             raw = self._enqueue("write", batch.session_id, args)
             raw.add_done_callback(lambda done: self._outcome(batch.session_id, done, outcome))
         else:
@@ -592,6 +587,9 @@ class RedisSessionStore:
         else:
             _resolve(future, outcome)
 
+    def _settled(self, item: _Pending, raw: asyncio.Future[Any]) -> None:
+        self._outcome(item.session_id, raw, item.future)
+
     def _outcome(
         self, session_id: str, raw: asyncio.Future[Any], outcome: asyncio.Future[WriteOutcome]
     ) -> None:
@@ -609,8 +607,9 @@ class RedisSessionStore:
     @property
     def sends_at_once(self) -> bool:
         """The link sends a write at once; a Cluster's writes go once the loop step is
-        over (see :class:`JournalStore`)."""
-        return not self.cluster
+        over (see :class:`JournalStore`), and so do all writes with a redis-py whose
+        connection does not keep its stream writer where the link finds it."""
+        return not self.cluster and self._linkable
 
     # -- the link: the journals' writes (not on a Cluster) --
 
@@ -635,7 +634,7 @@ class RedisSessionStore:
         else:
             head = ("EVALSHA", sha, 3)
         try:
-            writer.write(_command(*head, *item.keys, *item.args))
+            writer.writelines(link.pack_command(*head, *item.keys, *item.args))
         except Exception as exc:
             self._fail([item], exc)
             self._unlink(exc)
@@ -669,6 +668,18 @@ class RedisSessionStore:
                     await link.disconnect(nowait=True)
             return
         self._linking = None
+        if getattr(link, "_writer", None) is None:
+            # Not the redis-py this was made for: the pipelines carry the writes instead
+            # (slower by a few tens of microseconds), rather than reconnecting forever.
+            log.warning("the session store's writes go in pipelines: no stream writer found")
+            self._linkable = False
+            with contextlib.suppress(Exception):
+                await link.disconnect(nowait=True)
+            waiting, self._unlinked = self._unlinked, []
+            for item in waiting:
+                raw = self._enqueue("write", item.session_id, item.args)
+                raw.add_done_callback(functools.partial(self._settled, item))
+            return
         self._link = link
         assert self._loop is not None
         self._reading = self._loop.create_task(self._read_link(link), name="vrt store: link")
