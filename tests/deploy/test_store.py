@@ -305,7 +305,7 @@ async def test_without_the_stream_writer_the_writes_go_in_pipelines(
     store = RedisSessionStore(url)
     a = await start_server(store=store)
     assert store.sends_at_once
-    pool = store._client.connection_pool  # type: ignore[union-attr]
+    pool = store._client.connection_pool
     real = pool.make_connection
     monkeypatch.setattr(pool, "make_connection", lambda: _StreamlessConnection(real()))
     client = await RawClient.connect(a.url)
