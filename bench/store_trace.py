@@ -115,7 +115,7 @@ def _install() -> None:
 
     store.write = store_write  # type: ignore[method-assign]
     _wrap(store, "_link_send", "link_send", "link_sent")
-    _wrap(redis_store, "_command", "pack_start", "pack_end")
+    _wrap(rconn.AbstractConnection, "pack_command", "pack_start", "pack_end")
     _wrap(rclient.Pipeline, "execute", "execute_start", "execute_end")
     _wrap(rconn.AbstractConnection, "pack_commands", "pack_start", "pack_end")
     _wrap(rconn.AbstractConnection, "send_packed_command", "send_start", "send_end")
@@ -216,7 +216,7 @@ async def _paths(port: int, n: int) -> None:
         return await conn.read_response()
 
     async def link() -> Any:
-        conn._writer.write(redis_store._command("EVALSHA", sha, 3, *keys, *args()))
+        conn._writer.writelines(conn.pack_command("EVALSHA", sha, 3, *keys, *args()))
         return await conn.read_response()
 
     async def connection_ping() -> Any:
@@ -241,7 +241,7 @@ async def _paths(port: int, n: int) -> None:
         return await bare.reply
 
     async def bare_evalsha() -> Any:
-        return await bare_call(redis_store._command("EVALSHA", sha, 3, *keys, *args()))
+        return await bare_call(b"".join(conn.pack_command("EVALSHA", sha, 3, *keys, *args())))
 
     async def bare_ping() -> Any:
         return await bare_call(b"*1\r\n$4\r\nPING\r\n")
