@@ -35,16 +35,16 @@ from websockets.protocol import State
 
 import vrt.client.client as client_module
 from vrt.client import VrtClient
-from vrt.protocol.client.events import AudioChunk, AudioStarted, TextReceived, TurnChanged
+from vrt.protocol.client.events import AudioStarted, TextReceived, TurnChanged
 from vrt.protocol.codec import encode
 from vrt.protocol.frames import FrameKind, build_frame
 from vrt.protocol.messages import AgentText, AudioStart, Format, Ready, TurnState
 
+from .client_sdk import GROUP, PAYLOAD, audio_group
+
 __all__ = ["main"]
 
 _PCM = Format(encoding="pcm16", sample_rate=24000)
-PAYLOAD = bytes(960)
-GROUP = 50
 
 
 class _Transport:
@@ -135,13 +135,7 @@ async def run(scenario: str, count: int) -> tuple[int, int]:
         while not isinstance(await client.next_event(), AudioStarted):
             pass
         for _ in range(count // GROUP):
-            for _ in range(GROUP):
-                client.send_audio(PAYLOAD)
-            got = 0
-            while got < GROUP:
-                if isinstance(await client.next_event(), AudioChunk):
-                    got += 1
-            events += got
+            events += await audio_group(client)
     elif scenario == "echo":
         for _ in range(count):
             await client.send_text("echo hi")

@@ -94,6 +94,17 @@ class Bare:
             pass
 
 
+async def audio_group(client: VrtClient) -> int:
+    """Send ``GROUP`` input frames, then wait for as many output frames back."""
+    for _ in range(GROUP):
+        client.send_audio(PAYLOAD)
+    got = 0
+    while got < GROUP:
+        if isinstance(await client.next_event(), AudioChunk):
+            got += 1
+    return got
+
+
 async def _vrt_open(url: str, context: Any = None) -> VrtClient:
     client = VrtClient(url, context=context) if context else VrtClient(url)
     await client.connect()
@@ -175,12 +186,7 @@ async def per_frame(url: str, sdk: bool, groups: int) -> dict[str, float]:
         await _vrt_until(client, lambda e: isinstance(e, TurnChanged) and e.state == "speaking")
         started = self_cpu_s()
         for _ in range(groups):
-            for _ in range(GROUP):
-                client.send_audio(PAYLOAD)
-            got = 0
-            while got < GROUP:
-                if isinstance(await client.next_event(), AudioChunk):
-                    got += 1
+            await audio_group(client)
         used = self_cpu_s() - started
         await client.close()
     else:

@@ -568,13 +568,17 @@ class RedisSessionStore:
         ]
         assert self._loop is not None
         outcome: asyncio.Future[WriteOutcome] = self._loop.create_future()
-        if not self.sends_at_once:
-            raw = self._enqueue("write", batch.session_id, args)
-            raw.add_done_callback(lambda done: self._outcome(batch.session_id, done, outcome))
+        item = _Pending("write", self.keys(batch.session_id), args, outcome, batch.session_id)
+        if self.sends_at_once:
+            self._link_send(item)
         else:
-            keys = self.keys(batch.session_id)
-            self._link_send(_Pending("write", keys, args, outcome, batch.session_id))
+            self._pipeline_write(item)
         return outcome
+
+    def _pipeline_write(self, item: _Pending) -> None:
+        """A journal's write with the next pipeline (a Cluster's, or without the link)."""
+        raw = self._enqueue("write", item.session_id, item.args)
+        raw.add_done_callback(functools.partial(self._settled, item))
 
     def _settle(self, session_id: str, result: Any, future: asyncio.Future[WriteOutcome]) -> None:
         """A write's reply. Refused while this process is taking the session again (a
@@ -588,11 +592,8 @@ class RedisSessionStore:
             _resolve(future, outcome)
 
     def _settled(self, item: _Pending, raw: asyncio.Future[Any]) -> None:
-        self._outcome(item.session_id, raw, item.future)
-
-    def _outcome(
-        self, session_id: str, raw: asyncio.Future[Any], outcome: asyncio.Future[WriteOutcome]
-    ) -> None:
+        """A pipelined write's reply (see :meth:`_settle`)."""
+        outcome = item.future
         if outcome.done():
             return
         if raw.cancelled():
@@ -602,7 +603,7 @@ class RedisSessionStore:
         if exc is not None:
             outcome.set_exception(exc)
             return
-        self._settle(session_id, int(raw.result()), outcome)
+        self._settle(item.session_id, int(raw.result()), outcome)
 
     @property
     def sends_at_once(self) -> bool:
@@ -677,8 +678,7 @@ class RedisSessionStore:
                 await link.disconnect(nowait=True)
             waiting, self._unlinked = self._unlinked, []
             for item in waiting:
-                raw = self._enqueue("write", item.session_id, item.args)
-                raw.add_done_callback(functools.partial(self._settled, item))
+                self._pipeline_write(item)
             return
         self._link = link
         assert self._loop is not None
