@@ -4,6 +4,7 @@ the server process, on one ``echo hi`` turn after another.
     python -m bench.store_trace                # 200 warm-up turns, then 1,000 traced
     python -m bench.store_trace --turns 300
     python -m bench.store_trace --paths        # the cost of one write, by call path
+    python -m bench.store_trace --unix         # the server reaches Redis by a unix socket
 
 The bench's vrt server (``bench.servers``, CPU 0) runs with some of its methods and
 redis-py's wrapped, each wrapper noting the time since the turn's text frame was read
@@ -21,7 +22,8 @@ time of their own, a few microseconds each. Redis (the bench's own, CPU 1) repor
 messages, a log), sent one after another in a loop with the client on CPU 0, Redis on
 CPU 1: redis-py's pipeline, ``Redis.evalsha``, a redis-py ``Connection`` with
 ``send_packed_command`` / ``read_response``, the same connection's stream written at
-once (what the store does), a bare uvloop protocol, and ``PING`` each way; medians.
+once (what the store does), a bare uvloop protocol (over TCP and over a unix socket),
+and ``PING`` each way; medians.
 """
 
 from __future__ import annotations
@@ -142,12 +144,12 @@ async def _drive(url: str, pid: int, warmup: int, turns: int) -> dict[str, Any]:
     return await control_rtt(Target("vrt", url, pid), cfg)
 
 
-def _trace(warmup: int, turns: int) -> None:
+def _trace(warmup: int, turns: int, *, unix: bool = False) -> None:
     import uvloop
 
     from .store_bench import Redis
 
-    redis = Redis()
+    redis = Redis(unix=unix)
     out = Path(tempfile.mkdtemp(prefix="vrt-store-trace-")) / "turns.json"
     os.environ["BENCH_TRACE_OUT"] = str(out)
     os.environ["BENCH_TRACE_SERVE"] = "1"  # for the server process only: main() ran
@@ -176,7 +178,7 @@ def _trace(warmup: int, turns: int) -> None:
             print("Redis:", line)
 
 
-async def _paths(port: int, n: int) -> None:
+async def _paths(port: int, socket_path: str, n: int) -> None:
     import redis.asyncio as aredis
 
     from vrt.server import redis_store
@@ -234,17 +236,25 @@ async def _paths(port: int, n: int) -> None:
 
     transport, bare = await loop.create_connection(Bare, "127.0.0.1", port)
     transport.get_extra_info("socket").setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+    unix_transport, unix_bare = await loop.create_unix_connection(Bare, socket_path)
 
-    async def bare_call(data: bytes) -> bytes:
-        bare.reply = loop.create_future()
-        transport.write(data)
-        return await bare.reply
+    def bare_call(data: bytes, over: Any = bare, on: Any = transport) -> asyncio.Future[bytes]:
+        over.reply = loop.create_future()
+        on.write(data)
+        return over.reply
 
     async def bare_evalsha() -> Any:
         return await bare_call(b"".join(conn.pack_command("EVALSHA", sha, 3, *keys, *args())))
 
     async def bare_ping() -> Any:
         return await bare_call(b"*1\r\n$4\r\nPING\r\n")
+
+    async def unix_evalsha() -> Any:
+        data = b"".join(conn.pack_command("EVALSHA", sha, 3, *keys, *args()))
+        return await bare_call(data, unix_bare, unix_transport)
+
+    async def unix_ping() -> Any:
+        return await bare_call(b"*1\r\n$4\r\nPING\r\n", unix_bare, unix_transport)
 
     async def ping() -> Any:
         return await client.ping()
@@ -258,6 +268,8 @@ async def _paths(port: int, n: int) -> None:
         "Redis.ping": ping,
         "Connection send/read, PING": connection_ping,
         "bare uvloop protocol, PING": bare_ping,
+        "bare uvloop, unix socket, EVALSHA": unix_evalsha,
+        "bare uvloop, unix socket, PING": unix_ping,
     }
     times: dict[str, list[int]] = {name: [] for name in paths}
     for call in paths.values():
@@ -275,6 +287,7 @@ async def _paths(port: int, n: int) -> None:
         p10, p50, p90 = (values[len(values) * k // 10] / 1000 for k in (1, 5, 9))
         print(f"{name:36} {p50:8.1f} {p10:8.1f} {p90:8.1f}")
     transport.close()
+    unix_transport.close()
     await conn.disconnect()
     await client.aclose()
 
@@ -287,6 +300,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--turns", type=int, default=1000)
     ap.add_argument("--warmup", type=int, default=200)
     ap.add_argument("--paths", action="store_true")
+    ap.add_argument("--unix", action="store_true", help="the store over a unix socket")
     parsed = ap.parse_args(args)
     install_cleanup()
     os.chdir(ROOT)
@@ -298,7 +312,7 @@ def main(argv: list[str] | None = None) -> int:
         pin(0)  # the server's CPU; Redis is on CPU 1
         redis = Redis()
         try:
-            uvloop.run(_paths(redis.port, max(parsed.turns, 100)))
+            uvloop.run(_paths(redis.port, redis.socket_path, max(parsed.turns, 100)))
             for line in redis.cli("info", "commandstats").splitlines():
                 if line.startswith("cmdstat_evalsha"):
                     print("Redis:", line)
@@ -306,7 +320,7 @@ def main(argv: list[str] | None = None) -> int:
             redis.stop()
         return 0
     pin(CLIENT_CPU)
-    _trace(parsed.warmup, parsed.turns)
+    _trace(parsed.warmup, parsed.turns, unix=parsed.unix)
     return 0
 
 

@@ -9,6 +9,8 @@ import itertools
 from typing import Any
 
 import msgspec
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from vrt.agents.function_names import OPENAI, FunctionNames
 from vrt.agents.history import (
@@ -36,7 +38,7 @@ from vrt.protocol.messages import (
 from vrt.protocol.server import AgentInput, ServerConfig, ServerSession
 from vrt.protocol.streams import OutgoingStream
 from vrt.server.redis_store import decode_log
-from vrt.server.snapshot import client_data, restore_session, session_state
+from vrt.server.snapshot import ItemsEncoder, client_data, restore_session, session_state
 
 CONFIG = ServerConfig()
 
@@ -254,3 +256,38 @@ def test_a_tool_result_message_reaches_the_observer_as_a_settlement() -> None:
     result = ToolResult(call_id=call, epoch=session.epoch, ok=True, output=2)
     session.receive_sequenced(Decoded(1, result), 0.0)
     assert [type(e).__name__ for e in events] == ["ToolSettled"]
+
+
+@settings(max_examples=150, deadline=None)
+@given(
+    st.lists(
+        st.one_of(
+            st.just(("start",)),
+            st.tuples(st.just("frame"), st.integers(0, 5), st.integers(1, 3)),
+            st.just(("turn",)),
+            st.just(("write",)),
+        ),
+        max_size=40,
+    )
+)
+def test_the_kept_items_encoding_is_always_a_fresh_one(ops: list[tuple[Any, ...]]) -> None:
+    """The journal's ``ItemsEncoder`` encodes the audio items again only when its key
+    (count, newest id, ``audio_out_seq``) moved: whatever the agent does to the items
+    (§8.3: start, frames, a new turn, the oldest forgotten beyond ``remembered_items``),
+    the state it writes is the one a fresh encoding gives."""
+    session = ServerSession(Hello(), ServerConfig(remembered_items=3), principal=None)
+    session.attach(_Connection())
+    encoder = ItemsEncoder()
+    turn = session.begin_turn("speaking")
+    started: list[str] = []
+    for op in ops:
+        if op[0] == "start":
+            item = session.start_audio(turn)
+            assert item is not None
+            started.append(item)
+        elif op[0] == "frame" and started:
+            session.send_audio(started[op[1] % len(started)], b"\0\0" * 160 * op[2])
+        elif op[0] == "turn":
+            session.end_turn(turn)
+            turn = session.begin_turn("speaking")
+        assert session_state(session, 1.0, 2.0, encoder) == session_state(session, 1.0, 2.0)

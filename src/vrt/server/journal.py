@@ -55,7 +55,7 @@ from ..protocol.server import (
     ToolSettled,
     UserTextReceived,
 )
-from .snapshot import client_data, session_state
+from .snapshot import ItemsEncoder, client_data, session_state
 
 __all__ = ["Batch", "JournalStore", "SessionJournal", "StoreUnavailable", "WriteOutcome"]
 
@@ -130,6 +130,7 @@ class SessionJournal:
     __slots__ = (
         "_client_dirty",
         "_held",
+        "_items",
         "_kept",
         "_last_turn",
         "_log",
@@ -168,6 +169,7 @@ class SessionJournal:
         self.lost = False
         self._persisted_in = session.incoming.last_seq if synced else -1
         self._kept: list[tuple[int, bytes]] = []
+        self._items = ItemsEncoder()
         self._log: list[HistoryEntry] = []
         self._text: list[str] = []
         self._text_turn: str | None = None
@@ -340,7 +342,7 @@ class SessionJournal:
             session_id=session.session_id,
             principal=session.principal,
             token=self.token,
-            state=session_state(session, now, time.time()),
+            state=session_state(session, now, time.time(), self._items),
             client=client,
             kept=kept,
             first_kept=session.outgoing.first_kept_seq,
