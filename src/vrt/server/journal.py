@@ -463,6 +463,13 @@ class SessionJournal:
             self._kept = []
             self._resync_soon()
 
+    def detach(self) -> None:
+        """Stop watching the session (it ended, moved or was handed off): the session and
+        its journal no longer refer to each other, so that neither waits for the cyclic
+        garbage collector once the server lets them go."""
+        if self.session.observer is self:
+            self.session.observer = None
+
     def lose(self) -> None:
         """Another process holds the session now: drop what waits, tell the server."""
         self.lost = True
@@ -470,4 +477,5 @@ class SessionJournal:
         self._kept = []
         self._log = []
         self._text = []
+        self.detach()
         self.on_lost(self.session.session_id)

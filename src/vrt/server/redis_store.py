@@ -488,6 +488,7 @@ class RedisSessionStore:
         the store for another process to take)."""
         if self._journals.get(journal.session.session_id) is journal:
             del self._journals[journal.session.session_id]
+        journal.detach()
 
     def _lost(self, session_id: str) -> None:
         journal = self._journals.pop(session_id, None)
@@ -506,15 +507,8 @@ class RedisSessionStore:
                 await pubsub.subscribe(channel)
                 while True:
                     message = await pubsub.get_message(timeout=1.0)
-                    if message is None:
-                        continue
-                    # "SESSION TOKEN": the lease this process lost. A late notice about
-                    # an older lease (the session came back here since) is ignored.
-                    session_id, _, token = _text(message["data"]).partition(" ")
-                    journal = self._journals.get(session_id)
-                    if journal is not None and not journal.lost and journal.token == token:
-                        log.info("session %s: resumed on another process", session_id)
-                        journal.lose()
+                    if message is not None:
+                        self._notice(_text(message["data"]))
             except asyncio.CancelledError:
                 raise
             except Exception as exc:
@@ -523,6 +517,16 @@ class RedisSessionStore:
             finally:
                 with contextlib.suppress(Exception):
                     await pubsub.aclose()
+
+    def _notice(self, notice: str) -> None:
+        """``SESSION TOKEN``: the lease this process lost. A late notice about an older
+        lease (the session came back here since) is ignored. (A method of its own, so
+        that the listening task keeps no reference to the session it let go.)"""
+        session_id, _, token = notice.partition(" ")
+        journal = self._journals.get(session_id)
+        if journal is not None and not journal.lost and journal.token == token:
+            log.info("session %s: resumed on another process", session_id)
+            journal.lose()
 
     async def _refresh(self) -> None:
         """Refresh the leases of this process's sessions (their keys' expiry), in one

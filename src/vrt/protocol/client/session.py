@@ -19,6 +19,7 @@ from ..codec import DEFAULT_LIMITS, Decoded, Invalid, Limits, encode, shared_dec
 from ..errors import ErrorCode, LocalProtocolError
 from ..formats import duration_ms
 from ..frames import FrameKind, build_frame, next_audio_seq, parse_frame
+from ..handlers import HandlerTables
 from ..machine import Machine
 from ..messages import (
     UNSET,
@@ -307,9 +308,7 @@ class ClientSession(Machine[ClientState, ClientInput], EpochGate):
     def _handle(self, decoded: Decoded[Any], now: float) -> None:
         if self.incoming.receive(decoded.seq, now):
             message = decoded.message
-            cls = type(self)
-            handlers = _HANDLERS.get(cls) or _handlers_of(cls)
-            handlers[type(message)](self, message, now)
+            _HANDLERS.of(type(self))[type(message)](self, message, now)
         # §4.3: a duplicate is not handled again, and is acknowledged again.
 
     def _announce(self, start: AudioStart, now: float) -> None:
@@ -444,28 +443,19 @@ def _error_input(error: Error) -> ClientInput:
     return ClientInput.ERROR
 
 
-#: The method that handles each sequenced server message, by name so that a subclass's
-#: override is the one called.
-_HANDLER_NAMES: Final[Mapping[type[Message], str]] = {
-    ToolCall: "_on_tool_call",
-    TurnState: "_on_turn_state",
-    AgentText: "_on_text",
-    Transcript: "_on_transcript",
-    Interrupted: "_on_interrupted",
-    ToolCallDelta: "_on_preview",
-    ToolStream: "_on_tool_stream",
-    Error: "_on_error",
-}
-
-#: Per session class, its handlers as functions: one table per class rather than a
-#: dict of bound methods per session (some 860 bytes each).
-_HANDLERS: Final[dict[type[ClientSession], dict[type[Message], _Action]]] = {}
-
-
-def _handlers_of(cls: type[ClientSession]) -> dict[type[Message], _Action]:
-    handlers = {message: getattr(cls, name) for message, name in _HANDLER_NAMES.items()}
-    _HANDLERS[cls] = handlers
-    return handlers
+#: The method that handles each sequenced server message (``handlers.py``).
+_HANDLERS: Final = HandlerTables(
+    {
+        ToolCall: "_on_tool_call",
+        TurnState: "_on_turn_state",
+        AgentText: "_on_text",
+        Transcript: "_on_transcript",
+        Interrupted: "_on_interrupted",
+        ToolCallDelta: "_on_preview",
+        ToolStream: "_on_tool_stream",
+        Error: "_on_error",
+    }
+)
 
 
 _ACTIONS: Final[Mapping[ClientAction, _Action]] = {

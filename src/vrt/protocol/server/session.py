@@ -13,7 +13,6 @@ an agent never sees a seq, an ack or a closed epoch's leftovers.
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from typing import Any, Final, Protocol
 
 import msgspec
@@ -22,6 +21,7 @@ from ..capabilities import TOOL_STREAM, negotiate
 from ..codec import Decoded, encode
 from ..errors import ErrorCode, LocalProtocolError
 from ..formats import choose_format
+from ..handlers import HandlerTables
 from ..ids import new_id
 from ..messages import (
     PCM16_24K,
@@ -149,13 +149,6 @@ class ServerSession(AgentToolCalls, AgentOutput):
         #: agent sends while handling an event at once, not after the whole reply.
         self.replies = 0
         self._tool_stream = TOOL_STREAM in self.record.capabilities
-        self._handlers: dict[type[Message], Callable[[Any, float], None]] = {
-            UserText: self._on_text,
-            Interrupt: self._on_interrupt,
-            ToolResult: self._on_tool_result,
-            ContextUpdate: self._on_context,
-            Playback: self._on_playback,
-        }
 
     # -- identity and lifecycle --
 
@@ -277,7 +270,7 @@ class ServerSession(AgentToolCalls, AgentOutput):
         """§5.1 open × sequenced message: deduplicate (§4.3), handle, acknowledge."""
         if self.incoming.receive(decoded.seq, now):
             message = decoded.message
-            self._handlers[type(message)](message, now)
+            _HANDLERS.of(type(self))[type(message)](self, message, now)
         # A duplicate is not handled again, but is acknowledged again (§4.3).
 
     def receive_ack(self, ack: Ack) -> None:
@@ -480,6 +473,17 @@ class ServerSession(AgentToolCalls, AgentOutput):
 
 
 _TOOLS: Final = msgspec.json.Decoder(tuple[Tool, ...])
+
+#: The method that handles each sequenced client message (``handlers.py``).
+_HANDLERS: Final = HandlerTables(
+    {
+        UserText: "_on_text",
+        Interrupt: "_on_interrupt",
+        ToolResult: "_on_tool_result",
+        ContextUpdate: "_on_context",
+        Playback: "_on_playback",
+    }
+)
 
 
 def _client_state(hello: Hello) -> tuple[bytes, bytes]:
