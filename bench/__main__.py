@@ -160,6 +160,7 @@ ROWS: tuple[Row, ...] = (
     ),
     Row("audio", "server CPU µs/output frame", "out_server_us_per_frame", fmt="{:.2f}"),
     Row("sessions", "sessions/s (connect+hello+ready)", "sessions_per_s"),
+    Row("sessions", "server CPU µs/session opened", "server_us_per_session", fmt="{:.1f}"),
     Row(
         "sessions",
         "KB RSS per idle session @1,000",

@@ -13,6 +13,10 @@ enum-free frame parser were measured here first and are now in ``src/``.)
     Not a proposal: the server runs as ``vrt serve --metrics`` does (its telemetry
     observer and the operations listener with its event-loop probe), to measure what
     metrics cost against the same run's baseline (``bench.servers.serve_vrt``).
+``python-gc``
+    Not a proposal: the server keeps CPython's garbage collector settings, as it did
+    before ``vrt serve`` tuned them (``vrt.server.gc_tuning``), to measure what the
+    tuning gains.
 """
 
 from __future__ import annotations
@@ -32,9 +36,14 @@ def _metrics() -> None:
     """Applied by ``bench.servers.serve_vrt``, which builds the server."""
 
 
+def _python_gc() -> None:
+    """Applied by ``bench.servers.serve_vrt``, which tunes the collector otherwise."""
+
+
 EXPERIMENTS: dict[str, Callable[[], None]] = {
     "ack-now": _ack_now,
     "metrics": _metrics,
+    "python-gc": _python_gc,
 }
 
 

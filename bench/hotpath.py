@@ -11,11 +11,12 @@ cancels out::
 
 Scenarios: ``audio N`` (N input frames counted by the agent), ``passthrough N`` (N
 input frames each echoed as an output frame), ``echo N`` (N ``echo hi`` turns of the
-scripted agent, each a text in and a reply out), ``ping N``, ``none N`` (only the
-driver's N loop steps, to subtract). Each message arrives in its own read (one loop
-step each), as at real-time rates. Prints the bytes written and the writes made, and
-for ``echo`` the median time from the text fed in to the write that holds the first
-agent ``text`` chunk (in-process, no socket).
+scripted agent, each a text in and a reply out), ``ping N``, ``open N`` (N new
+connections, each a ``hello`` answered by ``ready`` and then dropped, in three loop
+steps), ``none N`` (only the driver's N loop steps, to subtract). Each message arrives
+in its own read (one loop step each), as at real-time rates. Prints the bytes written
+and the writes made, and for ``echo`` the median time from the text fed in to the
+write that holds the first agent ``text`` chunk (in-process, no socket).
 """
 
 from __future__ import annotations
@@ -148,6 +149,16 @@ async def run(scenario: str, count: int) -> _Writer:
             writer.fed_at = perf_counter_ns()
             connection.on_ws_frame(transport, frame)  # type: ignore[arg-type]
             await asyncio.sleep(0)
+    elif scenario == "open":
+        for _ in range(count):
+            opened = ClientConnection(server.config, server.edge, server._hooks)
+            link = _Transport()
+            opened.on_ws_connected(link)  # type: ignore[arg-type]
+            opened.on_ws_frame(link, _Frame(WSMsgType.TEXT, hello))  # type: ignore[arg-type]
+            await _steps(2)
+            assert link.underlying_transport.writes, "no ready"
+            opened.on_ws_disconnected(link)  # type: ignore[arg-type]
+            await asyncio.sleep(0)
     elif scenario == "none":  # the driver's own loop steps, to subtract
         for _ in range(count):
             await asyncio.sleep(0)
@@ -164,7 +175,9 @@ async def run(scenario: str, count: int) -> _Writer:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m bench.hotpath")
-    parser.add_argument("scenario", choices=["audio", "passthrough", "echo", "ping", "none"])
+    parser.add_argument(
+        "scenario", choices=["audio", "passthrough", "echo", "ping", "open", "none"]
+    )
     parser.add_argument("count", type=int)
     args = parser.parse_args(argv)
     import uvloop

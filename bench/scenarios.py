@@ -259,8 +259,9 @@ async def _open_many(
 
 
 async def sessions(t: Target, cfg: Cfg) -> Result:
-    """connect + hello + ready per second (baseline: connect + hello echoed), and the
-    server's RSS per idle session at each of ``cfg["idle"]`` session counts."""
+    """connect + hello + ready per second (baseline: connect + hello echoed), the
+    server's CPU per session opened, and the server's RSS per idle session at each of
+    ``cfg["idle"]`` session counts."""
     peers: list[Peer] = []
     out: Result = {}
     concurrency, timeout = cfg["connect_concurrency"], cfg["timeout"]
@@ -270,9 +271,16 @@ async def sessions(t: Target, cfg: Cfg) -> Result:
         rss0, warm = rss_kb(t.pid), len(peers)
         opened = 0
         for i, target in enumerate(cfg["idle"]):
+            meter = Meter(t.pid)
             failures, dt = await _open_many(t, target - opened, concurrency, timeout, peers)
             if i == 0:
                 out["sessions_per_s"] = (target - failures) / dt
+                # The rate is the load client's as much as the server's (one Python
+                # process opening 50 at once): the server's CPU per session opened is
+                # the server's own cost.
+                _, server, client = meter.stop()
+                out["server_us_per_session"] = server / max(target - failures, 1) * 1e6
+                out["sessions_client_util"] = client / dt
             out[f"failures_{target}"] = failures
             opened = len(peers) - warm
             await asyncio.sleep(cfg["settle"])

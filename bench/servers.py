@@ -241,6 +241,7 @@ async def serve_websockets(stop: asyncio.Event) -> None:
 
 async def serve_vrt(stop: asyncio.Event, experiments: list[str], store: str = "") -> None:
     from vrt.server import ServerConfig, VrtServer, app
+    from vrt.server.gc_tuning import tune_for_serving
     from vrt.server.websocket import ClientConnection, EdgeLimits
 
     from . import experiments as bench_experiments
@@ -307,6 +308,8 @@ async def serve_vrt(stop: asyncio.Event, experiments: list[str], store: str = ""
     url = await server.start(HOST, 0)
     if operations is not None:
         await operations.start(HOST, 0)
+    if "python-gc" not in experiments:
+        tune_for_serving()  # as vrt serve does
     print(f"READY {url.rsplit(':', 1)[1]}", flush=True)
     try:
         await stop.wait()

@@ -556,6 +556,11 @@ def serve(
                 raise _fail(
                     f"--metrics cannot listen on {metrics}: {exc.strerror or exc}"
                 ) from None
+        # Start-up is done: what it made is kept out of every later collection, and the
+        # young generation collected less often (vrt.server.gc_tuning).
+        from .server.gc_tuning import tune_for_serving
+
+        tune_for_serving()
         stop = asyncio.Event()
         loop = asyncio.get_running_loop()
         for sig in (signal.SIGINT, signal.SIGTERM):
