@@ -52,6 +52,7 @@ def test_cycles_made_after_it_are_still_collected_by_the_collector_itself() -> N
     a.other, b.other = b, a
     gone = weakref.ref(a)
     del a, b
-    kept = [[] for _ in range(3 * YOUNG_THRESHOLD)]  # allocations: a young collection runs
+    # Allocations that stay: a young collection runs meanwhile.
+    kept: list[list[int]] = [[] for _ in range(3 * YOUNG_THRESHOLD)]
     assert gone() is None
     assert len(kept) == 3 * YOUNG_THRESHOLD
