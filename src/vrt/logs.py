@@ -46,9 +46,19 @@ CURRENT_SESSION: ContextVar[ServerSession | None] = ContextVar("vrt_session", de
 IDS: Final = ("session", "turn", "epoch", "principal")
 
 
+_Ids = tuple[str, str | None, int | None, str | None]
+
+
+def _ids_of(session: ServerSession) -> _Ids:
+    turn = session.turn_id
+    return session.session_id, turn, session.epoch if turn is not None else None, session.principal
+
+
 def session_fields(session: ServerSession | None) -> dict[str, Any]:
-    """``extra=`` for a log call about ``session``."""
-    return {"vrt_session": session}
+    """``extra=`` for a log call about ``session``: its ids as they are now. A record
+    carries ids, never the session itself, so that a handler that keeps records (a
+    memory handler, a test's capture) keeps no session alive after it ends."""
+    return {"vrt_ids": _ids_of(session)} if session is not None else {}
 
 
 class SessionContext(logging.Filter):
@@ -57,12 +67,12 @@ class SessionContext(logging.Filter):
     of every logger."""
 
     def filter(self, record: logging.LogRecord) -> bool:
-        session = getattr(record, "vrt_session", None) or CURRENT_SESSION.get()
-        if session is not None:
-            record.session = session.session_id
-            record.turn = session.turn_id
-            record.epoch = session.epoch if session.turn_id is not None else None
-            record.principal = session.principal
+        ids: _Ids | None = getattr(record, "vrt_ids", None)
+        if ids is None:
+            session = CURRENT_SESSION.get()
+            ids = _ids_of(session) if session is not None else None
+        if ids is not None:
+            record.session, record.turn, record.epoch, record.principal = ids
         return True
 
 
