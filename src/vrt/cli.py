@@ -354,8 +354,9 @@ def serve(
             help="Where sessions live: memory (in this process: a restart loses them), or "
             "redis://HOST:PORT/DB (rediss:// with TLS; a Redis Cluster is found by "
             "itself), shared by every vrt process behind the same address, so that a "
-            "session resumes on any of them. Needs pip install 'vrealtime[redis]'. More: "
-            "vrt docs deploy. Default: memory.",
+            "session resumes on any of them; ?max_log_bytes=N bounds the conversation "
+            "kept per session (default 262144). Needs pip install 'vrealtime[redis]'. "
+            "More: vrt docs deploy. Default: memory.",
         ),
     ] = "memory",
     workers: Annotated[

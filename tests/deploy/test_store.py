@@ -208,10 +208,21 @@ async def test_acknowledged_messages_leave_the_store(redis_server: RedisServer) 
         await a.close()
 
 
+def test_the_log_bound_comes_from_the_url_unless_given() -> None:
+    assert RedisSessionStore("redis://h/0").max_log_bytes == 256 << 10
+    assert RedisSessionStore("redis://h/0?max_log_bytes=2048").max_log_bytes == 2048
+    given = RedisSessionStore("redis://h/0?max_log_bytes=2048", max_log_bytes=4096)
+    assert given.max_log_bytes == 4096
+    assert "max_log_bytes" not in given.url  # vrt's, not the redis package's
+    for bad in ("0", "1023", "-5", "1e6", ""):
+        with pytest.raises(ValueError, match="at least 1024"):
+            RedisSessionStore(f"redis://h/0?max_log_bytes={bad}")
+
+
 async def test_the_conversation_log_is_bounded(redis_server: RedisServer) -> None:
     url = redis_server.store_url("logcap")
     view = StoreView(redis_server.url, "logcap")
-    store = RedisSessionStore(url, max_log_bytes=2000)
+    store = RedisSessionStore(url + "&max_log_bytes=2000")
     a = await start_server(store=store)
     client = await RawClient.connect(a.url, auto_ack=True)
     try:
@@ -350,3 +361,44 @@ async def test_a_session_that_moved_is_freed_without_the_cyclic_collector(
     finally:
         if collecting:
             gc.enable()
+
+
+async def test_a_refused_resume_is_logged_with_the_stores_reason(
+    redis_server: RedisServer, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The client hears RESUME_FAILED alike for a session that is unknown, ended or
+    another principal's (§5.3); the server's log tells an operator which it was."""
+    url = redis_server.store_url("why")
+    a = await start_server(store=RedisSessionStore(url), authenticator=lambda auth: auth or None)
+    caplog.set_level("INFO", logger="vrt.server")
+
+    async def refused(session_id: str, auth: str) -> str:
+        caplog.clear()
+        client = await RawClient.connect(a.url)
+        try:
+            await client.send_hello(sessionId=session_id, resumeFrom=0, auth=auth)
+            assert (await client.closed())[0] == 4404
+        finally:
+            await client.close()
+        return " ".join(r.getMessage() for r in caplog.records)
+
+    try:
+        owner = await RawClient.connect(a.url)
+        ready = await owner.hello(auth="alice")
+        foreign = await refused(ready.session_id, "mallory")
+        assert "another principal" in foreign
+        # Only a session the store lost is written again from this process's copy.
+        assert "the session store lost it" not in foreign
+        assert "no such session" in await refused("s_" + "x" * 22, "alice")
+        # A resume that needs more than was sent ends the session (§5.4)...
+        breaker = await RawClient.connect(a.url)
+        await breaker.send_hello(sessionId=ready.session_id, resumeFrom=99, auth="alice")
+        assert (await breaker.closed())[0] == 4404
+        await breaker.close()
+        await owner.close()
+        view = StoreView(redis_server.url, "why")
+        await eventually(lambda: view.owner(ready.session_id) == "ended", 3.0)
+        # ... and a resume after that is refused for it.
+        assert "the session ended" in await refused(ready.session_id, "alice")
+    finally:
+        await a.close()

@@ -41,6 +41,13 @@ def test_a_store_url_that_is_not_redis_is_refused() -> None:
     assert "--store" in done.stderr
 
 
+def test_a_store_url_with_a_bad_log_bound_is_refused_before_serving() -> None:
+    done = _serve("--store", "redis://127.0.0.1:1/0?max_log_bytes=lots")
+    assert done.returncode == 2
+    assert "max_log_bytes='lots'" in done.stderr
+    assert "at least 1024" in done.stderr
+
+
 async def reply(client: RawClient, text: str) -> str:
     await client.text(text)
     return "".join(chunks(await client.until(is_idle, 5.0)))

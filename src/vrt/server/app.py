@@ -724,20 +724,23 @@ class VrtServer:
         rebuilt here with a new agent, and a turn it had in progress is cut short."""
         local = self._sessions.get(session_id)
         journal = self._journals.get(session_id)
+        # This process's copy, if it still owned it when it last heard from the store.
+        current = local if journal is not None and not journal.lost else None
         try:
             claim = await shared.claim(session_id, principal, journal)
         except StoreUnavailable as exc:
-            if local is not None and journal is not None and not journal.lost:
-                return local  # this process has it: go on from memory (the journal resyncs)
+            if current is not None:
+                return current  # go on from memory (the journal resyncs)
             # Whether the session exists cannot be known now: no error, so that the
             # client reconnects and resumes (§5.1) once the store answers again.
             log.warning("a resume waits: the session store is unreachable (%s)", exc)
             connection.fail(1013, "the session store is unreachable; resume again shortly")
             return None
-        if claim is None:
-            if local is not None and journal is not None and not journal.lost:
-                journal.missing()  # the store lost it (a restart): this process still has it
-                return local
+        if not isinstance(claim, Claim):
+            # Only a session the store lost (a restart) is served from this process's copy.
+            if claim == "missing" and current is not None and journal is not None:
+                journal.missing()
+                return current
             return None
         if not claim.restored:
             return claim.session

@@ -43,7 +43,7 @@ import time
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Final, Literal
+from typing import Any, Final, Literal, cast
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
 import msgspec
@@ -52,7 +52,7 @@ from ..agents.history import HistoryEntry
 from ..protocol.server import ServerConfig, ServerSession
 from .journal import Batch, SessionJournal, StoreUnavailable, WriteOutcome
 from .snapshot import client_data, restore_session, session_state
-from .store import Claim
+from .store import Claim, Refusal
 
 __all__ = ["DEFAULT_MAX_LOG_BYTES", "RedisSessionStore", "check_url"]
 
@@ -60,6 +60,9 @@ log = logging.getLogger("vrt.server")
 
 #: The conversation log kept per session (docs/limits.md): the newest entries within it.
 DEFAULT_MAX_LOG_BYTES: Final = 256 << 10
+#: The smallest ``max_log_bytes`` a URL may ask for: less keeps hardly a turn for an
+#: agent rebuilt elsewhere (the newest write's entries are kept whatever the bound).
+MIN_LOG_BYTES: Final = 1 << 10
 #: Pipelines in flight at once; writes that arrive meanwhile go with the next one.
 MAX_PIPELINES: Final = 4
 _OWNER = "owner"
@@ -121,12 +124,14 @@ return 1
 """
 
 # KEYS: meta, out, log. ARGV: principal, worker, the caller's current token ('' if
-# none), ttl. Returns {0} (unknown, ended or foreign: one answer, §5.3), {1, token,
-# previous} (the caller's copy is current), or {2, token, previous, state, client,
-# kept entries, log}.
+# none), ttl. Returns {0, why} (why: missing, ended or foreign; the client gets one
+# answer for all three, §5.3, the log tells them apart), {1, token, previous} (the
+# caller's copy is current), or {2, token, previous, state, client, kept entries, log}.
 _CLAIM: Final = """
 local m = redis.call('HMGET', KEYS[1], 'owner', 'principal')
-if not m[1] or m[1] == 'ended' or m[2] ~= ARGV[1] then return {0} end
+if not m[1] then return {0, 'missing'} end
+if m[1] == 'ended' then return {0, 'ended'} end
+if m[2] ~= ARGV[1] then return {0, 'foreign'} end
 local fence = redis.call('HINCRBY', KEYS[1], 'fence', 1)
 local owner = ARGV[2] .. ':' .. fence
 redis.call('HSET', KEYS[1], 'owner', owner)
@@ -176,10 +181,28 @@ def check_url(url: str) -> None:
     ``redis`` package (``pip install 'vrealtime[redis]'``)."""
     import redis  # noqa: F401
 
-    if urlsplit(url).scheme not in ("redis", "rediss", "unix"):
+    parts = urlsplit(url)
+    if parts.scheme not in ("redis", "rediss", "unix"):
         raise ValueError(
             f"expected memory, redis://HOST:PORT/DB, rediss://... or unix://PATH, got {url!r}"
         )
+    _max_log_bytes(dict(parse_qsl(parts.query, keep_blank_values=True)).get("max_log_bytes"))
+
+
+def _max_log_bytes(value: str | None) -> int:
+    """The URL's ``max_log_bytes``: a whole number of bytes, at least ``MIN_LOG_BYTES``."""
+    if value is None:
+        return DEFAULT_MAX_LOG_BYTES
+    try:
+        number = int(value)
+    except ValueError:
+        number = -1
+    if number < MIN_LOG_BYTES:
+        raise ValueError(
+            f"max_log_bytes={value!r} in the store URL: expected a whole number of bytes, "
+            f"at least {MIN_LOG_BYTES} (default {DEFAULT_MAX_LOG_BYTES})"
+        )
+    return number
 
 
 _MSGPACK: Final = msgspec.msgpack.Encoder()
@@ -211,6 +234,13 @@ class _Pending:
 
 
 _OUTCOMES: Final[dict[int, WriteOutcome]] = {1: "ok", 0: "fenced", -1: "missing"}
+#: Why the claim script refused a resume, for the log (the client is told only
+#: RESUME_FAILED, §5.3).
+_REFUSALS: Final[dict[Refusal, str]] = {
+    "missing": "no such session (never stored, or expired with its resume window)",
+    "ended": "the session ended",
+    "foreign": "the session belongs to another principal",
+}
 
 
 class RedisSessionStore:
@@ -219,9 +249,10 @@ class RedisSessionStore:
 
     :param url: ``redis://[user:password@]host:port/db`` or ``rediss://`` (TLS), with
         the ``redis`` package's options as query parameters (``socket_timeout``...),
-        and ``prefix`` (default ``vrt``) for the key names. A Redis Cluster is found
-        by asking the server.
-    :param max_log_bytes: the conversation log kept per session, newest entries first.
+        ``prefix`` (default ``vrt``) for the key names, and ``max_log_bytes``. A Redis
+        Cluster is found by asking the server.
+    :param max_log_bytes: the conversation log kept per session, newest entries first;
+        default: the URL's ``max_log_bytes``, else 256 KiB.
     :param timeout: how long a Redis command may take before the store counts as
         unreachable (seconds), unless the URL sets ``socket_timeout``.
     """
@@ -232,17 +263,18 @@ class RedisSessionStore:
         self,
         url: str,
         *,
-        max_log_bytes: int = DEFAULT_MAX_LOG_BYTES,
+        max_log_bytes: int | None = None,
         timeout: float = 1.0,
     ) -> None:
         check_url(url)
         parts = urlsplit(url)
         query = dict(parse_qsl(parts.query))
         self.prefix = query.pop("prefix", "vrt")
+        from_url = _max_log_bytes(query.pop("max_log_bytes", None))
         query.setdefault("socket_timeout", str(timeout))
         query.setdefault("socket_connect_timeout", str(timeout))
         self.url = urlunsplit(parts._replace(query=urlencode(query)))
-        self.max_log_bytes = max_log_bytes
+        self.max_log_bytes = from_url if max_log_bytes is None else max_log_bytes
         #: This process's name in leases: ``WORKER:N``.
         self.worker = secrets.token_hex(6)
         self.config = ServerConfig()
@@ -408,10 +440,10 @@ class RedisSessionStore:
 
     async def claim(
         self, session_id: str, principal: str | None, local: SessionJournal | None
-    ) -> Claim | None:
-        """Take the lease of ``session_id`` for a resume (§5.4). None for a session
-        unknown, ended or of another principal (the same answer, §5.3); raises
-        :class:`StoreUnavailable`."""
+    ) -> Claim | Refusal:
+        """Take the lease of ``session_id`` for a resume (§5.4), or say why not: a
+        session unknown, ended or of another principal (the client gets the same
+        answer, §5.3); raises :class:`StoreUnavailable`."""
         loop = asyncio.get_running_loop()
         taken: asyncio.Future[None] = loop.create_future()
         self._claims[session_id] = taken
@@ -424,7 +456,7 @@ class RedisSessionStore:
 
     async def _claim(
         self, session_id: str, principal: str | None, local: SessionJournal | None
-    ) -> Claim | None:
+    ) -> Claim | Refusal:
         loop = asyncio.get_running_loop()
         reply = await self._call(
             "claim",
@@ -436,8 +468,10 @@ class RedisSessionStore:
                 int((self.config.resume_window + 2 * self.refresh_interval) * 1000),
             ],
         )
-        if not reply or int(reply[0]) == 0:
-            return None
+        if int(reply[0]) == 0:
+            refusal = cast("Refusal", _text(reply[1]))
+            log.info("the store refused the resume of %s: %s", session_id, _REFUSALS[refusal])
+            return refusal
         token, previous = _text(reply[1]), _text(reply[2])
         self._tell_previous(session_id, previous)
         if int(reply[0]) == 1 and local is not None:

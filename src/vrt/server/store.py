@@ -18,7 +18,7 @@ from ..agents.history import HistoryEntry
 from ..protocol.server import ServerConfig, ServerSession
 from .journal import SessionJournal
 
-__all__ = ["Claim", "MemorySessionStore", "SessionStore", "SharedSessionStore"]
+__all__ = ["Claim", "MemorySessionStore", "Refusal", "SessionStore", "SharedSessionStore"]
 
 
 class SessionStore(Protocol):
@@ -63,6 +63,12 @@ class Claim:
     restored: bool
 
 
+#: Why a shared store refused a resume. The client is told RESUME_FAILED for all three
+#: (§5.3); the server acts on the difference: only a missing session may be served from
+#: this process's own copy (the store lost it, as in a restart).
+Refusal = Literal["missing", "ended", "foreign"]
+
+
 @runtime_checkable
 class SharedSessionStore(Protocol):
     """A store that processes share (docs/deploy.md): a session resumes on any of them.
@@ -87,9 +93,9 @@ class SharedSessionStore(Protocol):
 
     async def claim(
         self, session_id: str, principal: str | None, local: SessionJournal | None
-    ) -> Claim | None:
-        """Take a session for a resume; None when it is unknown, ended or another
-        principal's (one answer for all three, §5.3)."""
+    ) -> Claim | Refusal:
+        """Take a session for a resume, or say why not: unknown, ended or another
+        principal's (the client gets one answer for all three, §5.3)."""
 
     async def end(self, journal: SessionJournal) -> None:
         """The session ended: nobody may resume it."""
