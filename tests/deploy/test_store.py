@@ -295,6 +295,55 @@ async def test_a_write_overtaken_by_a_resume_on_the_same_process_is_not_a_lost_s
         await a.close()
 
 
+async def test_a_superseded_journal_refused_late_leaves_the_new_one_alone(
+    redis_server: RedisServer,
+) -> None:
+    """Another process took the session, and before this one heard of it (its notice
+    late) the client resumed here: the session is rebuilt here with a new journal. The
+    old journal's write, refused late for its old lease, must not give up the new one
+    (the client got 4000 "replaced by a newer connection" on its only connection: seen
+    once under load with two workers, when a paused worker's notices came late)."""
+    url = redis_server.store_url("superseded")
+    store, other = RedisSessionStore(url), RedisSessionStore(url)
+    a = await start_server(store=store)
+    b = await start_server(store=other)
+    client = await RawClient.connect(a.url)
+    held: list[asyncio.Future[Any]] = []
+    original = store.write
+
+    def write(batch: Any) -> Any:
+        if held:
+            return original(batch)
+        held.append(asyncio.get_running_loop().create_future())
+        return held[0]
+
+    resumed: RawClient | None = None
+    try:
+        ready = await client.hello()
+        assert await reply(client, "echo first") == "first"
+        setattr(store, "_notice", lambda notice: None)  # noqa: B010 - the notice comes late
+        taken = await other.claim(ready.session_id, None, None)
+        assert not isinstance(taken, str)
+        other.forget(taken.journal)  # b took the lease, then let the session go
+        setattr(store, "write", write)  # noqa: B010 - the old journal's write stalls
+        await client.text("echo held")
+        await eventually(lambda: bool(held), 2.0)
+        client.abort()
+        resumed = await resume(a.url, client, ready.session_id)
+        held[0].set_result("fenced")  # the old lease's write, refused at last
+        await asyncio.sleep(0.1)
+        assert await reply(resumed, "echo still mine") == "still mine"
+        assert resumed.close_info is None
+    finally:
+        if held and not held[0].done():
+            held[0].set_result("fenced")
+        if resumed is not None:
+            await resumed.close()
+        await client.close()
+        await a.close()
+        await b.close()
+
+
 class _StreamlessConnection:
     """A redis-py connection seen without its stream writer (``_writer``), as a redis-py
     that keeps it elsewhere would be: everything else is the real connection's."""
@@ -391,10 +440,12 @@ async def test_a_refused_resume_is_logged_with_the_stores_reason(
         assert "the session store lost it" not in foreign
         assert "no such session" in await refused("s_" + "x" * 22, "alice")
         # A resume that needs more than was sent ends the session (§5.4)...
+        caplog.clear()
         breaker = await RawClient.connect(a.url)
         await breaker.send_hello(sessionId=ready.session_id, resumeFrom=99, auth="alice")
         assert (await breaker.closed())[0] == 4404
         await breaker.close()
+        assert "a resume from 99 could not be served" in caplog.text
         await owner.close()
         view = StoreView(redis_server.url, "why")
         await eventually(lambda: view.owner(ready.session_id) == "ended", 3.0)

@@ -525,6 +525,16 @@ class VrtServer:
         if self.observer is not None:
             self.observer.resumed(session_id, "failed" if session.status == "closed" else "resumed")
         if session.status == "closed":  # the resume could not resend what the client missed
+            outgoing = session.outgoing
+            log.info(
+                "session %s ended: a resume from %s could not be served (sent through %d, "
+                "kept from %d; §5.4)",
+                session_id,
+                protocol.hello.resume_from if protocol.hello is not None else "?",
+                outgoing.last_seq,
+                outgoing.first_kept_seq,
+                extra=session_fields(session),
+            )
             self._end_session(session, "resume failed")
             self._pump(connection)
             return

@@ -471,7 +471,13 @@ class SessionJournal:
             self.session.observer = None
 
     def lose(self) -> None:
-        """Another process holds the session now: drop what waits, tell the server."""
+        """Another process holds the session now: drop what waits, tell the server.
+
+        Once only: a journal already given up (a late refusal of its old lease's write)
+        tells nobody, since its session id may name a newer journal of this process by
+        then (the session resumed here again), whose connection must stay open."""
+        if self.lost:
+            return
         self.lost = True
         self._held = []
         self._kept = []
