@@ -19,6 +19,11 @@ With ``--churn P``, a share P of the text turns drops its connection (no close
 handshake) right after the first sequenced reply and resumes the session (§5.4): the
 rest of the reply must come exactly once, in order, and the turn must finish.
 
+With ``--pause-every S``, one of the server's processes (a worker of ``vrt serve
+--workers N`` in turn) is stopped for ``--pause-for`` seconds every S seconds, as a
+stalled host or a long pause would: what is paused must cost its clients time, never a
+message or an error.
+
 Every session acknowledges what it received (§4.2). An ``error`` from the server, a
 connection that closes, a reply that does not come within 10 s, or a gap in the
 sequence numbers counts as an error. The server's resident memory is sampled every 2 s;
@@ -42,6 +47,7 @@ import multiprocessing as mp
 import os
 import random
 import resource
+import signal
 import statistics
 import sys
 import time
@@ -104,6 +110,32 @@ def rss_mb(pid: int) -> float | None:
     except OSError:
         return None
     return None
+
+
+def server_processes(pid: int) -> list[int]:
+    """``pid`` and its children: the workers of ``vrt serve --workers N`` are its
+    children, and they hold the sessions. Asked again at every sample, since a worker
+    that dies is replaced."""
+    try:
+        with open(f"/proc/{pid}/task/{pid}/children") as children:
+            return [pid, *(int(child) for child in children.read().split())]
+    except (OSError, ValueError):
+        return [pid]
+
+
+def pause(pids: list[int], seconds: float) -> None:
+    """Stop ``pids`` (SIGSTOP) for ``seconds``, then let them go on, whatever happens."""
+    stopped = []
+    try:
+        for pid in pids:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGSTOP)
+                stopped.append(pid)
+        time.sleep(seconds)
+    finally:
+        for pid in stopped:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGCONT)
 
 
 def cpu_seconds(pid: int) -> float | None:
@@ -481,19 +513,33 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         procs.append(proc)
     warmup = args.warmup if args.warmup is not None else max(30.0, duration / 4)
     memory: list[tuple[float, float]] = []
+    each: dict[int, list[tuple[float, float]]] = {}  # per process, when there are several
     cpu: list[tuple[float, float]] = []
+    pauses = 0
+    next_pause = began + 5 + ramp + (args.pause_every or 0.0)
     print(f"server {url} (pid {server_pid or '?'}); {workers} workers; ramp {ramp:g} s; "
           f"measuring {duration:g} s", flush=True)  # fmt: skip
     while time.time() < stop_at:
-        time.sleep(2.0)
+        time.sleep(min(2.0, max(0.0, next_pause - time.time())) if args.pause_every else 2.0)
         now = time.time() - began
-        mb, used = rss_mb(server_pid), cpu_seconds(server_pid)
-        if mb is not None:
-            memory.append((now, mb))
-        if used is not None:
-            cpu.append((now, used))
-        if args.verbose and mb is not None:
-            print(f"  t={now:6.1f} s  server RSS {mb:7.1f} MB  cpu {used:.1f} s", flush=True)
+        pids = server_processes(server_pid) if server_pid else []
+        if args.pause_every and time.time() >= next_pause:
+            serving = pids[1:] or pids  # the workers, in turn; or the one process
+            pause([serving[pauses % len(serving)]], args.pause_for)
+            pauses += 1
+            next_pause += args.pause_every
+            continue
+        sizes = {pid: rss_mb(pid) for pid in pids}
+        used_each = [cpu_seconds(pid) for pid in pids]
+        if pids and all(mb is not None for mb in sizes.values()):
+            memory.append((now, sum(mb for mb in sizes.values() if mb is not None)))
+            for pid, mb in sizes.items():
+                if mb is not None and len(pids) > 1:
+                    each.setdefault(pid, []).append((now, mb))
+        if pids and all(used is not None for used in used_each):
+            cpu.append((now, sum(used for used in used_each if used is not None)))
+        if args.verbose and memory:
+            print(f"  t={now:6.1f} s  server RSS {memory[-1][1]:7.1f} MB", flush=True)
     stats: list[dict[str, Any]] = []
     deadline = time.time() + 60
     while len(stats) < workers and time.time() < deadline:
@@ -512,7 +558,11 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
             else:
                 merged[key] = merged.get(key, 0) + value
     measured_from = began + 5 + ramp
-    after_warmup = [(t, m) for t, m in memory if t >= (measured_from - began) + warmup]
+
+    def after(samples: list[tuple[float, float]]) -> list[tuple[float, float]]:
+        return [(t, m) for t, m in samples if t >= (measured_from - began) + warmup]
+
+    after_warmup = after(memory)
     cpu_share = (
         (cpu[-1][1] - cpu[0][1]) / (cpu[-1][0] - cpu[0][0]) if len(cpu) > 1 else float("nan")
     )
@@ -544,6 +594,17 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
             "growth_mb_per_min_after_warmup": round(slope_mb_per_minute(after_warmup), 2),
             "samples": [(round(t), round(m, 1)) for t, m in memory[:: max(1, len(memory) // 20)]],
         },
+        # A server of several processes (``vrt serve --workers N``): each one's memory,
+        # the supervisor first, since each worker must be flat on its own.
+        "server_processes_rss_mb": {
+            str(pid): {
+                "after_warmup": round(after(samples)[0][1], 1) if after(samples) else None,
+                "end": round(samples[-1][1], 1),
+                "growth_mb_per_min_after_warmup": round(slope_mb_per_minute(after(samples)), 2),
+            }
+            for pid, samples in each.items()
+        },
+        "pauses": pauses,
         "workers_reported": len(stats),
     }
 
@@ -583,7 +644,21 @@ def main(argv: list[str] | None = None) -> int:
         "instead of starting one",
     )
     parser.add_argument(
-        "--server-pid", type=int, help="with --url: the server's pid, to sample its memory and CPU"
+        "--server-pid",
+        type=int,
+        help="with --url: the server's pid, to sample its memory and CPU (with `vrt serve "
+        "--workers N`, the supervisor's: its workers are sampled too, each on its own)",
+    )
+    parser.add_argument(
+        "--pause-every",
+        type=float,
+        metavar="SECONDS",
+        help="stop one of the server's processes (SIGSTOP) every SECONDS, its workers in "
+        "turn, for --pause-for seconds: its clients wait, its store replies time out, its "
+        "ownership notices come late (a stalled host or a GC pause of a worker)",
+    )
+    parser.add_argument(
+        "--pause-for", type=float, default=1.5, metavar="SECONDS", help="default: 1.5"
     )
     parser.add_argument("--json", help="also write the report to this file")
     parser.add_argument("--verbose", action="store_true", help="print RSS every 2 s")
@@ -610,6 +685,10 @@ def main(argv: list[str] | None = None) -> int:
         parser.error("--churn must be between 0 and 1")
     if not 0 < args.minutes <= MAX_MINUTES:
         parser.error(f"--minutes must be in (0, {MAX_MINUTES:g}]")
+    if args.pause_every is not None and not 0 < args.pause_for < args.pause_every:
+        parser.error("--pause-for must be above 0 and below --pause-every")
+    if args.pause_every is not None and args.url and not args.server_pid:
+        parser.error("--pause-every with --url needs --server-pid")
     if args.url and urlsplit(args.url).hostname not in ("127.0.0.1", "localhost", "::1"):
         parser.error("--url must be a loopback address: this generator never loads other hosts")
     limit = raise_open_files()

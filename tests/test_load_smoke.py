@@ -32,6 +32,7 @@ def test_a_small_load_run_reports_every_session_without_error(tmp_path: Path) ->
     done = run_load(
         *("--text-sessions", "4", "--audio-sessions", "2", "--minutes", "0.15"),
         *("--ramp", "1", "--workers", "1", "--warmup", "2", "--churn", "1", "--json", str(out)),
+        *("--pause-every", "3", "--pause-for", "0.5"),
     )
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     report = json.loads(out.read_text())
@@ -45,6 +46,10 @@ def test_a_small_load_run_reports_every_session_without_error(tmp_path: Path) ->
     assert report["workers_reported"] == 1
     assert report["server_rss_mb"]["max"] > 0
     assert report["server_rss_mb"]["warmup_s"] == 2
+    # The server was stopped now and then: its clients waited, and lost nothing.
+    assert report["pauses"] >= 2
+    assert report["audio_frame_lateness_ms"]["max"] >= 400  # a stopped server sends nothing
+    assert report["server_processes_rss_mb"] == {}  # one process: the total is its own
 
 
 def test_only_loopback_servers_are_loaded() -> None:

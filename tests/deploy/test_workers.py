@@ -4,13 +4,16 @@ sessions resume on a server started afterwards (they outlive every process)."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import re
 import signal
 import subprocess
+import sys
 import tempfile
 import time
+from pathlib import Path
 
 from fleet import Server
 
@@ -127,6 +130,69 @@ async def test_workers_share_sessions_and_drain_into_the_store(
     finally:
         later.stop()
     time.sleep(0)
+
+
+async def test_a_load_run_pauses_each_worker_in_turn_and_loses_nothing(
+    redis_server: RedisServer, tmp_path: Path
+) -> None:
+    """``python -m load --pause-every`` against ``vrt serve --workers 2``: each worker
+    stopped in turn while every turn's connection is cut and resumed (on either
+    worker); no error, and each process's memory reported on its own."""
+    port = free_port()
+    log = (tmp_path / "serve.log").open("w")
+    supervisor = subprocess.Popen(
+        [
+            *vrt_command(),
+            *("serve", "--agent", "scripted", "--port", str(port)),
+            *("--workers", "2", "--store", redis_server.store_url()),
+        ],
+        stdout=subprocess.DEVNULL,
+        stderr=log,
+    )
+    try:
+        await eventually(lambda: len(_children(supervisor.pid)) == 2, 20.0, "two workers")
+        await asyncio.sleep(2.0)  # both listening
+        out = tmp_path / "load.json"
+        done = await asyncio.to_thread(
+            subprocess.run,
+            [
+                *(sys.executable, "-m", "load", "--url", f"ws://127.0.0.1:{port}"),
+                *("--server-pid", str(supervisor.pid), "--text-sessions", "6"),
+                *("--audio-sessions", "2", "--minutes", "0.2", "--ramp", "1", "--workers", "1"),
+                *("--warmup", "2", "--churn", "1", "--pause-every", "3", "--pause-for", "0.5"),
+                *("--json", str(out)),
+            ],
+            cwd=Path(__file__).resolve().parents[2],
+            stdin=subprocess.DEVNULL,
+            capture_output=True,
+            text=True,
+            timeout=120,
+            check=False,
+        )
+        assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+        report = json.loads(out.read_text())
+        assert report["errors"] == 0, report["error_samples"]
+        assert report["resumes"] >= report["turns"] >= 1
+        assert report["pauses"] >= 3  # both workers, at least once each
+        assert report["audio_frame_lateness_ms"]["max"] >= 400
+        processes = report["server_processes_rss_mb"]
+        assert set(processes) == {str(supervisor.pid), *map(str, _children(supervisor.pid))}
+    finally:
+        supervisor.send_signal(signal.SIGTERM)
+        try:
+            supervisor.wait(20)
+        except subprocess.TimeoutExpired:
+            supervisor.kill()
+            supervisor.wait()
+        log.close()
+
+
+def _children(pid: int) -> list[int]:
+    try:
+        with open(f"/proc/{pid}/task/{pid}/children") as children:
+            return [int(child) for child in children.read().split()]
+    except OSError:
+        return []
 
 
 def _owner(redis: RedisServer, store: str, session_id: str) -> str:
