@@ -17,10 +17,12 @@ from conftest import StoreView
 from support import RawClient, RunningServer, chunks, eventually, is_idle, start_server
 from support.redis_servers import RedisServer, start_redis
 from vrt.protocol.codec import Decoded, decode_server
-from vrt.protocol.messages import Error
+from vrt.protocol.messages import Error, ToolCall
 from vrt.protocol.outputs import Output, SendText
 from vrt.protocol.server import ServerConfig
+from vrt.server.metrics import ServerMetrics
 from vrt.server.redis_store import RedisSessionStore
+from vrt.server.telemetry import Telemetry
 from vrt.server.websocket import ClientConnection
 
 
@@ -337,6 +339,42 @@ async def test_a_superseded_journal_refused_late_leaves_the_new_one_alone(
     finally:
         if held and not held[0].done():
             held[0].set_result("fenced")
+        if resumed is not None:
+            await resumed.close()
+        await client.close()
+        await a.close()
+        await b.close()
+
+
+async def test_a_session_that_moved_leaves_nothing_in_the_old_processs_telemetry(
+    redis_server: RedisServer,
+) -> None:
+    """The process a session left counts it ended (``moved``) and lets go of what its
+    telemetry kept of it: the unsettled tool calls' clocks, the session's trace. Before,
+    each session that had called a tool and then moved stayed in its old process's
+    telemetry for good."""
+    url = redis_server.store_url("moved")
+    metrics = ServerMetrics("scripted")
+    telemetry = Telemetry(metrics)
+    a = await start_server(store=RedisSessionStore(url), observer=telemetry)
+    b = await start_server(store=RedisSessionStore(url))
+    client = await RawClient.connect(a.url)
+    resumed: RawClient | None = None
+    try:
+        ready = await client.hello(tools=[{"name": "add", "parameters": {"type": "object"}}])
+        await client.text('call add {"a": 1, "b": 2}')
+        call = await client.expect_message(ToolCall, 3.0)
+        await client.send_sequenced(
+            "tool.result", callId=call.call_id, epoch=call.epoch, ok=True, output=3
+        )
+        await client.until(is_idle, 3.0)
+        assert ready.session_id in telemetry._calls  # the call's clock, kept per session
+        client.abort()
+        resumed = await resume(b.url, client, ready.session_id)
+        await eventually(lambda: metrics.sessions_ended["moved"] == 1, 3.0)
+        assert ready.session_id not in telemetry._calls
+        assert a.server.session_count == 0
+    finally:
         if resumed is not None:
             await resumed.close()
         await client.close()

@@ -41,11 +41,13 @@ from .store import Claim, MemorySessionStore, SessionStore, SharedSessionStore
 from .telemetry import ServerObserver
 from .websocket import ClientConnection, ConnectionHooks, EdgeLimits
 
-__all__ = ["HANDED_OFF", "VrtServer"]
+__all__ = ["HANDED_OFF", "MOVED", "VrtServer"]
 
 #: Why a session ends on this process when it shuts down with a shared store: it lives on
 #: in the store, for another process to resume (docs/deploy.md).
 HANDED_OFF = "handed off to another process"
+#: Why a session left this process when another one resumed it (§5.4).
+MOVED = "resumed on another process"
 
 log = logging.getLogger("vrt.server")
 
@@ -812,10 +814,13 @@ class VrtServer:
             if connection.protocol.state is ServerState.OPEN:
                 connection.protocol.replaced(connection.loop.time())
                 connection.write_outbox()
-        session.close("resumed on another process")
+        session.close(MOVED)
         host = self._agents.pop(session_id, None)
         if host is not None and host.task is not asyncio.current_task():
             host.task.cancel()
+        if self.observer is not None:  # what it kept of the session goes too (its trace)
+            agent, agent_session = (host.agent, host.agent_session) if host else (None, None)
+            self.observer.session_ended(session, MOVED, agent, agent_session)
 
     async def _hand_off(self, shared: SharedSessionStore) -> None:
         """Shut down with a shared store: park every session in the store and close every

@@ -59,6 +59,7 @@ END_OUTCOMES: Final = {
     "evicted while parked": "evicted",
     "server shutting down": "shutdown",
     "handed off to another process": "handed_off",
+    "resumed on another process": "moved",
     "resume failed": "resume_failed",
     "agent failed": "agent_failed",
 }
