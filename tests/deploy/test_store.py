@@ -477,6 +477,8 @@ async def test_a_refused_resume_is_logged_with_the_stores_reason(
         # Only a session the store lost is written again from this process's copy.
         assert "the session store lost it" not in foreign
         assert "no such session" in await refused("s_" + "x" * 22, "alice")
+        forged = await refused("s_x\n2026-12-02 INFO vrt.server: forged", "alice")
+        assert "\n" not in forged  # the client's id is quoted in the log
         # A resume that needs more than was sent ends the session (§5.4)...
         caplog.clear()
         breaker = await RawClient.connect(a.url)

@@ -470,7 +470,8 @@ class RedisSessionStore:
         )
         if int(reply[0]) == 0:
             refusal = cast("Refusal", _text(reply[1]))
-            log.info("the store refused the resume of %s: %s", session_id, _REFUSALS[refusal])
+            # The id is the client's, any string (§11): quoted, so it cannot forge a line.
+            log.info("the store refused the resume of %r: %s", session_id, _REFUSALS[refusal])
             return refusal
         token, previous = _text(reply[1]), _text(reply[2])
         self._tell_previous(session_id, previous)
