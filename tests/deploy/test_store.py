@@ -297,6 +297,26 @@ async def test_a_write_overtaken_by_a_resume_on_the_same_process_is_not_a_lost_s
         await a.close()
 
 
+async def test_refused_resumes_cannot_flood_the_log(
+    redis_server: RedisServer, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A client can send hellos for ids that do not exist as fast as it connects: their
+    refusals make one log line per 10 s, which counts the others."""
+    a = await start_server(store=RedisSessionStore(redis_server.store_url("flood")))
+    caplog.set_level("INFO", logger="vrt.server")
+    try:
+        for n in range(30):
+            client = await RawClient.connect(a.url)
+            await client.send_hello(sessionId=f"s_guess{n}", resumeFrom=0)
+            assert (await client.closed())[0] == 4404
+            await client.close()
+        lines = [r.getMessage() for r in caplog.records if "refused the resume" in r.getMessage()]
+        assert len(lines) == 1
+        assert "s_guess0" in lines[0]
+    finally:
+        await a.close()
+
+
 async def test_a_superseded_journal_refused_late_leaves_the_new_one_alone(
     redis_server: RedisServer,
 ) -> None:
@@ -456,7 +476,10 @@ async def test_a_refused_resume_is_logged_with_the_stores_reason(
     """The client hears RESUME_FAILED alike for a session that is unknown, ended or
     another principal's (§5.3); the server's log tells an operator which it was."""
     url = redis_server.store_url("why")
-    a = await start_server(store=RedisSessionStore(url), authenticator=lambda auth: auth or None)
+    store = RedisSessionStore(url)
+    for throttled in store._refused.values():
+        throttled.interval = 0.0  # every refusal logged, for this test
+    a = await start_server(store=store, authenticator=lambda auth: auth or None)
     caplog.set_level("INFO", logger="vrt.server")
 
     async def refused(session_id: str, auth: str) -> str:

@@ -49,6 +49,7 @@ from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 import msgspec
 
 from ..agents.history import HistoryEntry
+from ..logs import Throttled
 from ..protocol.server import ServerConfig, ServerSession
 from .journal import Batch, SessionJournal, StoreUnavailable, WriteOutcome
 from .snapshot import client_data, restore_session, session_state
@@ -304,6 +305,9 @@ class RedisSessionStore:
         self._closed = False
         #: Resumes here in progress (``claim``), by session id: done once the lease is ours.
         self._claims: dict[str, asyncio.Future[None]] = {}
+        #: A refused resume's log line, one per reason and 10 s at most: a client can
+        #: send hellos for ids that do not exist as fast as it can connect.
+        self._refused = {reason: Throttled(log, logging.INFO) for reason in _REFUSALS}
 
     def __repr__(self) -> str:
         return f"RedisSessionStore({self.safe_url!r})"
@@ -471,7 +475,9 @@ class RedisSessionStore:
         if int(reply[0]) == 0:
             refusal = cast("Refusal", _text(reply[1]))
             # The id is the client's, any string (§11): quoted, so it cannot forge a line.
-            log.info("the store refused the resume of %r: %s", session_id, _REFUSALS[refusal])
+            self._refused[refusal](
+                "the store refused the resume of %r: " + _REFUSALS[refusal], session_id
+            )
             return refusal
         token, previous = _text(reply[1]), _text(reply[2])
         self._tell_previous(session_id, previous)
