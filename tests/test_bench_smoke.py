@@ -5,11 +5,12 @@ machine is noisy (docs/performance.md)."""
 from __future__ import annotations
 
 import json
-import subprocess
 import sys
 from pathlib import Path
 
 import pytest
+
+from support.processes import run_repo_module
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -17,15 +18,7 @@ ROOT = Path(__file__).resolve().parents[1]
 @pytest.mark.timeout(240)
 def test_bench_smoke_prints_every_scenario(tmp_path: Path) -> None:
     out = tmp_path / "bench.json"
-    done = subprocess.run(
-        [sys.executable, "-m", "bench", "--smoke", "--json", str(out)],
-        cwd=ROOT,
-        stdin=subprocess.DEVNULL,
-        capture_output=True,
-        text=True,
-        timeout=200,
-        check=False,
-    )
+    done = run_repo_module("bench", "--smoke", "--json", str(out), timeout=200)
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     if str(ROOT) not in sys.path:
         sys.path.insert(0, str(ROOT))

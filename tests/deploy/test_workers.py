@@ -10,7 +10,6 @@ import os
 import re
 import signal
 import subprocess
-import sys
 import tempfile
 import time
 from pathlib import Path
@@ -18,7 +17,7 @@ from pathlib import Path
 from fleet import Server
 
 from support import RawClient, chunks, eventually, is_idle
-from support.processes import free_port, vrt_command
+from support.processes import free_port, run_repo_module, vrt_command
 from support.redis_servers import RedisServer
 
 
@@ -154,20 +153,13 @@ async def test_a_load_run_pauses_each_worker_in_turn_and_loses_nothing(
         await asyncio.sleep(2.0)  # both listening
         out = tmp_path / "load.json"
         done = await asyncio.to_thread(
-            subprocess.run,
-            [
-                *(sys.executable, "-m", "load", "--url", f"ws://127.0.0.1:{port}"),
-                *("--server-pid", str(supervisor.pid), "--text-sessions", "6"),
-                *("--audio-sessions", "2", "--minutes", "0.2", "--ramp", "1", "--workers", "1"),
-                *("--warmup", "2", "--churn", "1", "--pause-every", "3", "--pause-for", "0.5"),
-                *("--json", str(out)),
-            ],
-            cwd=Path(__file__).resolve().parents[2],
-            stdin=subprocess.DEVNULL,
-            capture_output=True,
-            text=True,
+            run_repo_module,
+            "load",
+            *("--url", f"ws://127.0.0.1:{port}", "--server-pid", str(supervisor.pid)),
+            *("--text-sessions", "6", "--audio-sessions", "2", "--minutes", "0.2"),
+            *("--ramp", "1", "--workers", "1", "--warmup", "2", "--churn", "1"),
+            *("--pause-every", "3", "--pause-for", "0.5", "--json", str(out)),
             timeout=120,
-            check=False,
         )
         assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
         report = json.loads(out.read_text())
@@ -188,6 +180,7 @@ async def test_a_load_run_pauses_each_worker_in_turn_and_loses_nothing(
 
 
 def _children(pid: int) -> list[int]:
+    """Read here, not taken from the generator, whose report this checks."""
     try:
         with open(f"/proc/{pid}/task/{pid}/children") as children:
             return [int(child) for child in children.read().split()]

@@ -75,6 +75,20 @@ def start_python(module: str, *args: str) -> subprocess.Popen[str]:
     )
 
 
+def run_repo_module(module: str, *args: str, timeout: float) -> subprocess.CompletedProcess[str]:
+    """``python -m module args`` from the repository's root (``bench``, ``load``), no
+    standard input, output captured; its exit code is the caller's to check."""
+    return subprocess.run(
+        [sys.executable, "-m", module, *args],
+        cwd=TESTS.parent,
+        stdin=subprocess.DEVNULL,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        check=False,
+    )
+
+
 def stop(process: subprocess.Popen[str]) -> None:
     process.terminate()
     try:

@@ -4,35 +4,18 @@ No timing is asserted: the machine is noisy (docs/performance.md)."""
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[2]
+from support.processes import run_repo_module
 
 
 @pytest.mark.timeout(300)
 def test_the_voice_benchmark_runs(tmp_path: Path) -> None:
     out = tmp_path / "voice.json"
-    done = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "bench.voice",
-            "--smoke",
-            "--only",
-            "latency,rtf",
-            "--json",
-            str(out),
-        ],
-        cwd=ROOT,
-        stdin=subprocess.DEVNULL,
-        capture_output=True,
-        text=True,
-        timeout=280,
-        check=False,
+    done = run_repo_module(
+        "bench.voice", "--smoke", "--only", "latency,rtf", "--json", str(out), timeout=280
     )
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     results = json.loads(out.read_text())
