@@ -58,7 +58,7 @@ def _objects(openings: int) -> bytes:
 def test_a_frame_of_many_containers_is_parsed_with_the_collector_paused(
     watched: _Watched, build: Any
 ) -> None:
-    frame = build(scan._MANY_CONTAINERS)  # exactly the bound: paused
+    frame = build(scan.MANY_CONTAINERS)  # exactly the bound: paused
     assert scan.parse(frame) == _loads(frame)
     assert watched.collector_on == [False]
     assert gc.isenabled()  # and on again after
@@ -66,7 +66,7 @@ def test_a_frame_of_many_containers_is_parsed_with_the_collector_paused(
 
 @pytest.mark.parametrize("build", [_arrays, _objects])
 def test_one_container_fewer_is_parsed_as_usual(watched: _Watched, build: Any) -> None:
-    frame = build(scan._MANY_CONTAINERS - 1)
+    frame = build(scan.MANY_CONTAINERS - 1)
     scan.parse(frame)
     assert watched.collector_on == [True]
 
@@ -79,13 +79,13 @@ def test_a_long_frame_of_few_containers_is_parsed_as_usual(watched: _Watched) ->
 
 def test_a_collector_the_caller_switched_off_stays_off(watched: _Watched) -> None:
     gc.disable()
-    scan.parse(_arrays(scan._MANY_CONTAINERS))
+    scan.parse(_arrays(scan.MANY_CONTAINERS))
     assert watched.collector_on == [False]
     assert not gc.isenabled()
 
 
 def test_the_collector_is_on_again_after_a_frame_that_fails(watched: _Watched) -> None:
     with pytest.raises(orjson.JSONDecodeError):
-        scan.parse(b"[" * (2 * scan._MANY_CONTAINERS))
+        scan.parse(b"[" * (2 * scan.MANY_CONTAINERS))
     assert watched.collector_on == [False]
     assert gc.isenabled()

@@ -50,6 +50,7 @@ from .messages import (
     _Object,
 )
 from .scan import (
+    MANY_CONTAINERS,
     deeper_than,
     duplicate_name,
     parse,
@@ -203,7 +204,10 @@ class Decoder:
             )
         unfaithful = ""  # what orjson refused in a frame that is JSON
         try:
-            value = parse(data)
+            # scan.parse pauses the collector for a frame of many containers, which
+            # takes MANY_CONTAINERS bytes at least; a shorter one is parsed here, a call
+            # less (most frames).
+            value = orjson.loads(data) if len(data) < MANY_CONTAINERS else parse(data)
         except orjson.JSONDecodeError as exc:
             why = str(exc)
             if "depth limit" in why:
@@ -236,9 +240,13 @@ class Decoder:
             return Invalid(ErrorCode.UNKNOWN_TYPE, self._unknown_type(value))
         type_ = schema.type
 
-        problem = self._structure(data, value, unfaithful, type_)
-        if problem is not None:
-            return problem
+        if unfaithful or b"[" in data or data.count(b":") != len(value):
+            # Else no array, and a ':' per member parsed (a ':' in a string or a duplicate
+            # name only adds to the count): every nested object is empty, so the frame
+            # nests two levels at most and names nothing twice (most frames: text, ack).
+            problem = self._structure(data, value, unfaithful, type_)
+            if problem is not None:
+                return problem
         if not schema.validator.is_valid(value):
             return Invalid(ErrorCode.INVALID_FIELD, self._explain(schema, value), type_)
         if type_ == "hello" and "tools" in value:
@@ -289,13 +297,9 @@ class Decoder:
         self, data: bytes, value: dict[str, Any], unfaithful: str, type_: str
     ) -> Invalid | None:
         """Depth (§11), member names given twice (§2.2), then ``unfaithful``: what the
-        fallback parser let through that cannot be passed on faithfully."""
+        fallback parser let through that cannot be passed on faithfully. Only for a
+        frame that :meth:`_decode` could not settle from its counts."""
         max_depth = self._limits.max_depth
-        if not unfaithful and b"[" not in data and data.count(b":") == len(value):
-            # No array, and a ':' per member parsed (a ':' in a string or a duplicate name
-            # only adds to the count): every nested object is empty, so the frame nests
-            # two levels at most and names nothing twice.
-            return None
         if deeper_than(data, max_depth):
             return Invalid(
                 ErrorCode.LIMIT_EXCEEDED,

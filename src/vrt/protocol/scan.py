@@ -18,6 +18,7 @@ from typing import Any, Final
 import orjson
 
 __all__ = [
+    "MANY_CONTAINERS",
     "deeper_than",
     "duplicate_name",
     "outside_strings",
@@ -36,7 +37,7 @@ _STEPS: Final = bytes.maketrans(b"[{]}", b"\x01\x01\xff\xff")
 #: whatever its value; Python would refuse to read one past 4,300 digits anyway.
 _MAX_INTEGER_DIGITS: Final = 400
 #: Above this many brackets, a frame is parsed with the garbage collector paused.
-_MANY_CONTAINERS: Final = 2_000
+MANY_CONTAINERS: Final = 2_000
 
 
 def parse(data: bytes) -> Any:
@@ -45,8 +46,8 @@ def parse(data: bytes) -> Any:
     collections that run while 100,000 of them are built walk them again and again:
     measured, parsing took 3 to 4 times as long. Paused, they are walked once, later."""
     if (
-        len(data) < _MANY_CONTAINERS  # each bracket is a byte: the common case, uncounted
-        or data.count(b"[") + data.count(b"{") < _MANY_CONTAINERS
+        len(data) < MANY_CONTAINERS  # each bracket is a byte: the common case, uncounted
+        or data.count(b"[") + data.count(b"{") < MANY_CONTAINERS
         or not gc.isenabled()
     ):
         return orjson.loads(data)

@@ -63,10 +63,13 @@ class ServerConnection(Machine[ServerState, ServerInput]):
     def take_outbox(self) -> list[Output]:
         """Frames to write and closes to perform, in order: this connection's and its
         session's. A session that has ended closes its connection here (§5.6)."""
-        self._take_session_frames()
         session = self.session
-        if session is not None and session.ended is not None:
-            self._input(ServerInput.SESSION_ENDED, session.ended, 0.0)
+        if session is not None:
+            if session.ended is None and not self._outbox:
+                return session.take_outbox()  # the common case: the session's list, uncopied
+            self._take_session_frames()
+            if session.ended is not None:
+                self._input(ServerInput.SESSION_ENDED, session.ended, 0.0)
         out, self._outbox = self._outbox, []
         return out
 
