@@ -15,6 +15,7 @@ import orjson
 import pytest
 
 from vrt.protocol import scan
+from vrt.protocol.codec import Decoder, Invalid
 
 #: orjson.loads itself, which the fixture replaces.
 _loads: Final = orjson.loads
@@ -89,3 +90,22 @@ def test_the_collector_is_on_again_after_a_frame_that_fails(watched: _Watched) -
         scan.parse(b"[" * (2 * scan.MANY_CONTAINERS))
     assert watched.collector_on == [False]
     assert gc.isenabled()
+
+
+@pytest.mark.parametrize("build", [_arrays, _objects])
+def test_the_decoder_parses_a_frame_of_many_containers_with_the_collector_paused(
+    watched: _Watched, build: Any
+) -> None:
+    # The decoder parses a frame shorter than MANY_CONTAINERS bytes itself (it cannot
+    # hold that many brackets) and hands a longer one to scan.parse.
+    Decoder("client").decode(build(scan.MANY_CONTAINERS))
+    assert watched.collector_on == [False]
+    assert gc.isenabled()
+
+
+def test_the_decoder_parses_a_short_frame_once_with_the_collector_on(
+    watched: _Watched,
+) -> None:
+    decoded = Decoder("client").decode(b'{"v":1,"seq":0,"type":"ack","upTo":1}')
+    assert not isinstance(decoded, Invalid)
+    assert watched.collector_on == [True]
