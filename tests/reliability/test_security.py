@@ -693,7 +693,7 @@ def test_a_burst_of_valid_messages_on_uvloop_does_not_kill_the_connection() -> N
     assert contexts[-1:] == [40]
 
 
-@pytest.mark.timeout(400)
+@pytest.mark.timeout(240)
 async def test_a_flood_of_large_malformed_frames_does_not_stall_other_sessions() -> None:
     """§9.1: a receiver "MUST NOT crash or stall because of" an invalid message; a
     flooder must not starve other sessions. Three connections each send 101 malformed
@@ -701,29 +701,45 @@ async def test_a_flood_of_large_malformed_frames_does_not_stall_other_sessions()
     The server (`vrt serve`, as deployed), the flooders and the measuring session are
     three processes, so the round trip measures the server, not a shared event loop.
     Another session's ping round trip must stay under 0.5 s, and it works afterwards.
-    How long the flood lasts depends on when the read budget and the invalid-frame
-    allowance stop each flooder: 20-50 s on a quiet machine, past the suite's default
-    120 s once on a busy one, hence its own timeout (nothing here times the server)."""
+
+    How each flooder ends depends on how much of its data the kernel holds when the
+    server's read budget (§11, budget.py) lets it read again: a read that completes
+    several frames at once takes it a whole burst into debt, and it is closed with
+    RATE_LIMITED and 1008 (12-20 s here, most runs); read a frame at a time, it is only
+    slowed to the budget's byte rate (a frame every 3.5 s, under the invalid-frame
+    allowance), which would take the 101 frames six minutes. So the flooders stop
+    sending after 60 s, and a flooder still open then must have been held to the
+    budget: no more errors than the frames the budget let the server read."""
+    config = ServerConfig()
+    seconds = 60
     with vrt_serve() as url:
         bystander = await RawClient.connect(url, auto_ack=True)
         await bystander.hello()
         pinger = Pinger(bystander)
         await asyncio.sleep(0.1)
-        flooders = start_python("support.flooder", url, "--connections", "3", "--frames", "101")
+        flooders = start_python(
+            "support.flooder",
+            url,
+            *("--connections", "3", "--frames", "101", "--seconds", str(seconds)),
+        )
         try:
-            output, _ = await asyncio.to_thread(flooders.communicate, timeout=360)
+            output, _ = await asyncio.to_thread(flooders.communicate, timeout=seconds + 60)
         finally:
             stop(flooders)
         await pinger.stop()
         # Each flooder: recoverable errors, then RATE_LIMITED and close 1008: after 100
         # invalid frames, or sooner, when the read budget (2 MiB, then 256 KiB/s) stops
-        # it first.
+        # it first; or held to the budget until it stopped sending.
+        readable = 1 + (config.byte_burst + config.byte_rate * (seconds + 5)) / 900_000
         lines = output.split("\n")[:3]
         assert len(lines) == 3, output
         for line in lines:
-            found = re.fullmatch(r"closed 1008 errors (\d+)", line)
+            found = re.fullmatch(r"closed 1008 errors (\d+)|throttled errors (\d+)", line)
             assert found is not None, output
-            assert 1 <= int(found.group(1)) <= 101, output
+            if found.group(1) is not None:
+                assert 1 <= int(found.group(1)) <= 101, output
+            else:
+                assert 1 <= int(found.group(2)) <= readable, output
         rtts = sorted(pinger.rtts)
         median, worst = rtts[len(rtts) // 2] * 1000, rtts[-1] * 1000
         print(f"\nbig flood: bystander {len(rtts)} round trips, median {median:.2f} ms, "
