@@ -1050,9 +1050,10 @@ def docs(
         typer.Argument(metavar="TOPIC", help="A document, e.g. server; none: the list."),
     ] = None,
 ) -> None:
-    """Print vrt's documentation (Markdown), which comes with the package.
+    """Print vrt's documentation (Markdown) and the protocol text, which come with
+    the package.
 
-    Without TOPIC, lists the documents. Example: vrt docs operations | less
+    Without TOPIC, lists the documents. Example: vrt docs protocol | less
     """
     from .docs import document, topics
 

@@ -1,4 +1,5 @@
-"""The complete program of docs/client.md runs against a live server and exits 0."""
+"""The complete program of docs/client.md, and the Python example of README.md, run
+against a live server and exit 0, printing what the documents say they print."""
 
 from __future__ import annotations
 
@@ -14,7 +15,11 @@ from vrt.client import TextReceived, TurnChanged, VrtClient
 if TYPE_CHECKING:
     from conftest import LiveServer
 
-DOC = Path(__file__).resolve().parents[2] / "docs" / "client.md"
+ROOT = Path(__file__).resolve().parents[2]
+DOC = ROOT / "docs" / "client.md"
+README = ROOT / "README.md"
+#: The address the README's example connects to: `vrt serve`'s default.
+README_URL = "ws://127.0.0.1:8765"
 
 
 def complete_program() -> str:
@@ -53,6 +58,39 @@ async def test_the_program_runs(vrt: LiveServer, tmp_path: Path) -> None:
     assert lines[0] == await reply(vrt.url, "echo hello there")
     assert lines[1] == "result ok 5.0"
     assert re.fullmatch(r'result ok "\d{4}-\d\d-\d\dT[^"]+"', lines[2]), lines
+
+
+def readme_example() -> str:
+    """The one ```python block of README.md."""
+    blocks = re.findall(r"^```python\n(.*?)^```", README.read_text("utf-8"), re.M | re.S)
+    assert len(blocks) == 1, f"README.md has {len(blocks)} python blocks, expected one"
+    return str(blocks[0])
+
+
+def test_the_readme_example_prints_the_streamed_chunks_on_one_line() -> None:
+    example = readme_example()
+    compile(example, "README.md", "exec")
+    assert example.count(README_URL) == 1
+    assert 'print(event.text, end="", flush=True)' in example
+
+
+async def test_the_readme_example_runs(vrt: LiveServer, tmp_path: Path) -> None:
+    script = tmp_path / "readme.py"
+    script.write_text(readme_example().replace(README_URL, vrt.url), encoding="utf-8")
+    process = await asyncio.create_subprocess_exec(
+        sys.executable,
+        str(script),
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
+        cwd=tmp_path,
+    )
+    stdout, stderr = await asyncio.wait_for(process.communicate(), 30)
+    assert process.returncode == 0, stderr.decode()
+    # The reply's chunks ("hello", " world") joined on one line, as the README says.
+    expected = await reply(vrt.url, "echo hello world")
+    assert expected == "hello world"
+    assert stdout.decode() == expected + "\n"
+    assert "It prints `hello world`." in README.read_text("utf-8")
 
 
 async def reply(url: str, text: str) -> str:
