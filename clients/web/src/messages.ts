@@ -1,6 +1,6 @@
 /**
  * The vRT v1 control messages as TypeScript types (schema/client, schema/server;
- * /work/shared/spec/messages.md explains each member). A decoded message keeps every
+ * spec/messages.md at the repository root explains each member). A decoded message keeps every
  * member it arrived with, unknown ones included (§2.2).
  */
 
