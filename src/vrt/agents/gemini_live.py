@@ -39,12 +39,17 @@ What maps to what (the agent seam of ``docs/agents.md``; no special case in the 
   context keeps what it generated. A ``playback`` report has nothing to cut: the
   service has no truncate message (it assumes real-time playback and cuts its context
   itself when its activity detection interrupts the model).
-* failures come as close codes: 1007 (an invalid argument, a wrong key) and 1008 (a
-  model it does not serve) end the vRT session with a non-recoverable ``AGENT_ERROR``;
-  a ``goAway`` and the disconnect that follows, a dropped or failed (1011) connection
-  reconnect, resuming the conversation with the last ``sessionResumptionUpdate``
-  handle (one recoverable ``AGENT_ERROR`` if a turn was cut or the history is lost),
-  bounded as in the Realtime adapter (``max_failed_links``, ``give_up_after``).
+* failures come as close codes. Before ``setupComplete`` 1007 (an invalid argument, a
+  wrong key) and 1008 (a model it does not serve) end the vRT session with a
+  non-recoverable ``AGENT_ERROR``; after it every close is a failed link (the service
+  aborts established sessions with 1008, F3, F4). A ``goAway`` is answered at the next
+  turn boundary within its ``timeLeft``: the socket is closed first (the service
+  refuses a resume while it is open, F9), then a new one resumes with the latest
+  handle; any close after a ``goAway`` is expected (1008, 1011: F1, F2). A dropped or
+  failed connection reconnects the same way, bounded as in the Realtime adapter
+  (``max_failed_links``, ``give_up_after``), with one recoverable ``AGENT_ERROR`` when
+  a turn was cut. Without a usable handle the new provider session is given the
+  conversation so far (``gemini_log.py``, ``replay.gemini_turns``).
 * ``usageMetadata`` is summed in ``agent.usage`` and logged at DEBUG.
 
 The API key comes only from ``GOOGLE_API_KEY`` or ``GEMINI_API_KEY`` (in that order,
@@ -85,7 +90,8 @@ from .base import (
 )
 from .context_data import CONTEXT_RULE, context_message
 from .function_names import GEMINI, FunctionNames
-from .history import HistoryEntry
+from .gemini_log import ConversationLog
+from .history import AgentSaid, HistoryEntry, ToolCalled, ToolResulted, UserSaid
 from .provider_socket import (
     LinkSettings,
     ProviderAgent,
@@ -141,8 +147,11 @@ _SETTINGS: Final = {
     "base_url": "VRT_GEMINI_BASE_URL",
     "transcripts": "VRT_GEMINI_TRANSCRIPTS",
 }
-#: Close codes of a request the service refuses: no retry can help.
+#: Close codes of a request the service refuses, before ``setupComplete`` (a wrong key,
+#: a model it does not serve): no retry can help. After it they are failed links.
 _REFUSED: Final = (1007, 1008)
+#: ``turnCompleteReason`` values that are no failure (GENAI TurnCompleteReason).
+_NORMAL_END: Final = frozenset({"TURN_COMPLETE_REASON_UNSPECIFIED", "NEED_MORE_INPUT"})
 _AUDIO_MIME: Final = re.compile(r"^audio/pcm(?:;\s*rate=(\d+))?", re.IGNORECASE)
 _INTERRUPTED_NOTE: Final = (
     "The user interrupted before this result arrived; the tool may or may not have "
@@ -262,6 +271,13 @@ class _Link(ProviderSocket):
         self.calls: dict[str, _Call] = {}  # by public callId, awaiting ToolSettled
         self.cancelled: set[str] = set()  # provider call ids the service cancelled
         self.context_dirty = False
+        #: A goAway came: leave at the next turn boundary (``_quiet``).
+        self.going_away = False
+        #: The latest handle has everything sent and said so far.
+        self.handle_fresh = False
+        #: The context's size (``promptTokenCount``) at the last turn: a drop means the
+        #: sliding window cut the oldest turns.
+        self.prompt_tokens = 0
 
     async def close(self) -> None:
         if self.setup_timer is not None:
@@ -297,8 +313,12 @@ class GeminiLiveAgent(ProviderAgent[_Link]):
         self._warned_rate = False
         #: Tokens the model used in this session (see ``usage.py``).
         self.usage = TokenUsage()
-        #: The conversation so far, for the first provider session (``restore``).
-        self._restored: Sequence[HistoryEntry] = ()
+        #: The conversation so far, replayed to a provider session that starts
+        #: without a handle (``restore`` gives its beginning).
+        self._conversation = ConversationLog()
+        #: Gemini 3.x takes user text as realtimeInput.text and runs no inference on a
+        #: clientContent turn alone (PC-G ``_send_user_text``, l.1671; F6).
+        self._realtime_text = "gemini-3" in config.model
 
     def __repr__(self) -> str:
         return f"GeminiLiveAgent(model={self.config.model!r}, url={self.config.base_url!r})"
@@ -309,7 +329,7 @@ class GeminiLiveAgent(ProviderAgent[_Link]):
         """The conversation so far (a session moved to this process): sent as text
         turns that ask for no answer once the first provider session is set up, before
         the context (``replay.gemini_turns``; the Live API takes no other history)."""
-        self._restored = history
+        self._conversation.extend(history)
 
     def _prepare(self, session: AgentSession) -> None:
         self._context = session.context
@@ -378,9 +398,15 @@ class GeminiLiveAgent(ProviderAgent[_Link]):
 
     def _classify_close(self, link: _Link) -> None:
         code, reason = link.ws.close_code, link.ws.close_reason or ""
-        if link.fatal is not None or code not in _REFUSED:
+        if link.fatal is not None or link.expected or code not in _REFUSED:
+            return  # after a goAway any close is expected (1008: F1, 1011: F2)
+        if link.ready:
+            # An established session the service aborted ("The operation was aborted.",
+            # during tool calls or at a fixed age: F3, F4; LK-G and PC-G retry it): a
+            # failed link, retried within max_failed_links.
+            log.warning("the model service ended the session (close %s: %s)", code, reason)
             return
-        if link.resumed_with is not None and not link.ready:
+        if link.resumed_with is not None:
             # The handle no longer resumes anything: a new conversation, at once.
             link.retry_now = True
             self._resume = None
@@ -394,20 +420,22 @@ class GeminiLiveAgent(ProviderAgent[_Link]):
 
     def _lost(self, link: _Link) -> None:
         """The provider connection ended: close the turn in flight (its generation is
-        lost), say so when the client lost something, reconnect (the caller's loop)."""
+        lost), say so when the client lost something, reconnect (the caller's loop)
+        with the latest handle, else with the conversation replayed."""
         session = self.session
-        resumes = self._resume is not None
         turn = session.turn
         cut = session.interrupt()
         if not cut and turn is not None:
             turn.end()  # a listening turn: nothing was said yet, but it is over
-        if cut or not resumes:
-            lost = "" if resumes else "; the conversation history is lost"
-            session.error(
-                f"the connection to the model ended; reconnecting{lost}", recoverable=True
-            )
+        if cut:
+            session.error("the connection to the model ended; reconnecting", recoverable=True)
         else:
-            log.info("the model connection ended between turns; resuming the conversation")
+            log.info(
+                "the model connection ended between turns; %s",
+                "resuming the conversation"
+                if self._resume is not None
+                else "replaying the conversation",
+            )
 
     # -- the provider's messages --
 
@@ -427,6 +455,25 @@ class GeminiLiveAgent(ProviderAgent[_Link]):
                     log.exception("cannot handle a model message (%s)", ", ".join(message))
                 if link.fatal is not None:
                     return
+                if self._quiet(link):
+                    # The goAway's turn boundary: this socket is closed before the next
+                    # one resumes (the service refuses a resume while it is open, F9).
+                    log.info("leaving the model session as it asked; resuming")
+                    return
+
+    def _quiet(self, link: _Link) -> bool:
+        """After a goAway, a turn boundary: nothing generating, said or awaited, and a
+        handle that has all of it (GENAI: not resumable "executing function calls or
+        just generating")."""
+        return (
+            link.going_away
+            and link.handle_fresh
+            and link.generation is None
+            and not link.drop
+            and not link.calls
+            and link.speech is None
+            and self.session.turn is None
+        )
 
     def _on_message(self, link: _Link, message: dict[str, Any]) -> None:
         # "Server messages may have a usageMetadata field but will otherwise include
@@ -434,6 +481,7 @@ class GeminiLiveAgent(ProviderAgent[_Link]):
         usage = message.get("usageMetadata")
         if isinstance(usage, dict):
             self._count_usage(usage)
+            self._check_window(link, usage)
         if "setupComplete" in message:
             self._on_setup_complete(link)
         elif isinstance(content := message.get("serverContent"), dict):
@@ -443,12 +491,17 @@ class GeminiLiveAgent(ProviderAgent[_Link]):
         elif isinstance(cancellation := message.get("toolCallCancellation"), dict):
             link.cancelled.update(str(i) for i in cancellation.get("ids") or ())
         elif isinstance(go_away := message.get("goAway"), dict):
-            link.expected = True  # the disconnect it announces is no failure
+            # The service will end the connection ("terminated as ABORTED" after
+            # timeLeft, GENAI): we leave first, at the next turn boundary (LK-G and
+            # F9 reconnect on goAway), and whatever close comes is no failure.
+            link.expected = True
+            link.going_away = True
             log.info("the model service will disconnect (timeLeft %s)", go_away.get("timeLeft"))
         elif isinstance(update := message.get("sessionResumptionUpdate"), dict):
             handle = update.get("newHandle")
             if update.get("resumable") and isinstance(handle, str) and handle:
                 self._resume = handle
+                link.handle_fresh = True
 
     def _on_setup_complete(self, link: _Link) -> None:
         link.ready = True
@@ -456,9 +509,10 @@ class GeminiLiveAgent(ProviderAgent[_Link]):
             link.setup_timer.cancel()
             link.setup_timer = None
         if link.resumed_with is None:
-            self._context_sent = False  # a new conversation has no context yet
-            restored, self._restored = self._restored, ()
-            turns = gemini_turns(restored)
+            # A new conversation: it gets the conversation so far (restored, or of
+            # the provider sessions before), which asks for no answer, then the context.
+            self._context_sent = False
+            turns = gemini_turns(self._conversation.entries)
             if turns:
                 link.send({"clientContent": {"turns": turns, "turnComplete": False}})
         if self._context is not None and not self._context_sent:
@@ -482,8 +536,8 @@ class GeminiLiveAgent(ProviderAgent[_Link]):
             text = part.get("text")
             if isinstance(text, str) and text and not part.get("thought"):
                 generation = self._generation(link)
-                if generation is not None:
-                    generation.turn.text(text)
+                if generation is not None and generation.turn.text(text):
+                    self._conversation.add(AgentSaid(turn_id=generation.turn.id, text=text))
         output = content.get("outputTranscription")
         if isinstance(output, dict) and isinstance(output.get("text"), str):
             self._on_output_transcript(link, output["text"])
@@ -491,6 +545,11 @@ class GeminiLiveAgent(ProviderAgent[_Link]):
         if isinstance(heard, dict) and isinstance(heard.get("text"), str):
             self._on_input_transcript(link, heard["text"])
         if content.get("turnComplete"):
+            reason = content.get("turnCompleteReason")
+            if isinstance(reason, str) and reason not in _NORMAL_END:
+                # The turn ended for a reason (GENAI TurnCompleteReason): the user
+                # should know the answer is missing; the session goes on.
+                self.session.error(f"the model ended its turn early ({reason})")
             self._on_turn_complete(link)
 
     def _generation(self, link: _Link) -> _Generation | None:
@@ -547,13 +606,17 @@ class GeminiLiveAgent(ProviderAgent[_Link]):
         )
 
     def _on_interrupted(self, link: _Link) -> None:
-        """The generation in flight was cut: by our own clientContent (user text), or
-        by the user's voice (barge-in, §6.2). Its rest is dropped until turnComplete."""
+        """Our own clientContent (user text) cut the generation in flight, or the user
+        spoke (§6.2): over a generation, or after its turnComplete while the client
+        still plays it (F5; LK-G l.1127-1136 takes both as speech). The user speaking
+        is a listening turn, so the client stops playback (§8.4). Only the rest of a
+        generation still running is dropped, until its turnComplete."""
+        running = link.generation is not None or link.drop
         if link.expect_interrupt:
             link.expect_interrupt -= 1
-        elif link.generation is not None and not link.drop:
+        else:
             self.session.user_started_speaking()
-        link.drop = True
+        link.drop = running
         link.generation = None
         self._cancelled_by_service(link)
 
@@ -565,6 +628,7 @@ class GeminiLiveAgent(ProviderAgent[_Link]):
     def _on_turn_complete(self, link: _Link) -> None:
         generation, dropped = link.generation, link.drop
         link.generation, link.drop, link.expect_interrupt = None, False, 0
+        link.handle_fresh = False  # the next handle has this turn
         if not dropped:
             speech = link.speech
             if speech is not None:
@@ -572,10 +636,15 @@ class GeminiLiveAgent(ProviderAgent[_Link]):
                 self.session.user_transcript(
                     speech.text, final=True, item_id=speech.vrt_id, turn=speech.turn
                 )
+                self._conversation.add(UserSaid(text=speech.text, spoken=True))
             if generation is not None and generation.turn.active:
                 turn = generation.turn
-                if generation.transcript:
-                    turn.transcript(generation.transcript, final=True, item_id=generation.vrt_id)
+                if generation.transcript and turn.transcript(
+                    generation.transcript, final=True, item_id=generation.vrt_id
+                ):
+                    self._conversation.add(
+                        AgentSaid(turn_id=turn.id, text=generation.transcript, spoken=True)
+                    )
                 if not self._waiting(link, turn):
                     turn.end()
         if link.context_dirty:
@@ -625,10 +694,20 @@ class GeminiLiveAgent(ProviderAgent[_Link]):
                 self._respond(link, provider_id, function, _error("FAILED", message))
                 continue
             link.calls[handle.call_id] = _Call(provider_id, function, turn)
+            self._conversation.add(
+                ToolCalled(
+                    call_id=handle.call_id,
+                    name=name,
+                    arguments=arguments,
+                    turn_id=turn.id,
+                    provider_id=provider_id,
+                )
+            )
 
     def _respond(self, link: _Link, provider_id: str, function: str, response: Any) -> None:
         # BidiGenerateContentToolResponse: FunctionResponse {id, name, response}, the
         # response a JSON object ("output" or "error").
+        link.handle_fresh = False
         link.send(
             {
                 "toolResponse": {
@@ -677,6 +756,18 @@ class GeminiLiveAgent(ProviderAgent[_Link]):
 
     # -- context --
 
+    def _check_window(self, link: _Link, usage: dict[str, Any]) -> None:
+        """The sliding window cuts the oldest turns, "always at start of USER role
+        turn" (GENAI SlidingWindow), which is how the context went in: when the
+        context (``promptTokenCount``) shrank, the context is sent again."""
+        tokens = count(usage.get("promptTokenCount"))
+        if tokens < link.prompt_tokens and self._context is not None:
+            log.info("the model's context window slid; sending the application context again")
+            self._context_sent = False
+            self._send_context(link)
+        if tokens:
+            link.prompt_tokens = tokens
+
     def _send_context(self, link: _Link) -> None:
         """The context as a data turn (no turnComplete: it asks for no answer), sent
         only between generations: any clientContent interrupts one."""
@@ -686,6 +777,7 @@ class GeminiLiveAgent(ProviderAgent[_Link]):
         link.context_dirty = False
         if self._context is None:
             return  # nothing to add (a turn already in the history cannot be removed)
+        link.handle_fresh = False
         link.send(
             {
                 "clientContent": {
@@ -719,26 +811,40 @@ class GeminiLiveAgent(ProviderAgent[_Link]):
         if isinstance(event, UserTextReceived):
             # The server interrupted the response in flight already (§6.3); the
             # service's generation stops at this clientContent and says so.
-            if link.generation is not None and not link.drop:
+            if link.generation is not None or link.drop:  # the service still generates
                 link.expect_interrupt += 1
                 link.drop = True
                 link.generation = None
             self._cancelled_by_service(link)
             self.session.begin_turn("thinking")
-            link.send(
-                {
-                    "clientContent": {
-                        "turns": [{"role": "user", "parts": [{"text": event.text}]}],
-                        "turnComplete": True,
+            self._conversation.add(UserSaid(text=event.text))
+            link.handle_fresh = False
+            if self._realtime_text:
+                link.send({"realtimeInput": {"text": event.text}})
+            else:
+                link.send(
+                    {
+                        "clientContent": {
+                            "turns": [{"role": "user", "parts": [{"text": event.text}]}],
+                            "turnComplete": True,
+                        }
                     }
-                }
-            )
+                )
         elif isinstance(event, ResponseInterrupted):
             generation = link.generation
             if generation is not None and generation.turn.id == event.turn_id:
                 link.drop = True  # the Live API has no cancel: the rest is dropped here
                 link.generation = None
         elif isinstance(event, ToolSettled):
+            self._conversation.add(
+                ToolResulted(
+                    call_id=event.call_id,
+                    ok=event.ok,
+                    output=event.output,
+                    code=event.code,
+                    message=event.message,
+                )
+            )
             self._on_tool_settled(link, event)
         elif isinstance(event, ContextChanged):
             self._context = event.context
