@@ -271,6 +271,8 @@ class _Link(ProviderSocket):
         self.calls: dict[str, _Call] = {}  # by public callId, awaiting ToolSettled
         self.cancelled: set[str] = set()  # provider call ids the service cancelled
         self.context_dirty = False
+        #: The turn of the user text sent last, until the next turnComplete.
+        self.asked: Turn | None = None
         #: A goAway came: leave at the next turn boundary (``_quiet``).
         self.going_away = False
         #: The latest handle has everything sent and said so far.
@@ -647,8 +649,17 @@ class GeminiLiveAgent(ProviderAgent[_Link]):
                     )
                 if not self._waiting(link, turn):
                     turn.end()
+            elif generation is None and link.asked is not None and link.asked.active:
+                # A generation without content (a turn that ended for a reason, e.g.
+                # MALFORMED_FUNCTION_CALL): the user's question still gets its end.
+                self._end_unless_waiting(link, link.asked)
+            link.asked = None
         if link.context_dirty:
             self._send_context(link)
+
+    def _end_unless_waiting(self, link: _Link, turn: Turn) -> None:
+        if not self._waiting(link, turn):
+            turn.end()
 
     def _waiting(self, link: _Link, turn: Turn) -> bool:
         return any(call.turn == turn for call in link.calls.values())
@@ -816,7 +827,7 @@ class GeminiLiveAgent(ProviderAgent[_Link]):
                 link.drop = True
                 link.generation = None
             self._cancelled_by_service(link)
-            self.session.begin_turn("thinking")
+            link.asked = self.session.begin_turn("thinking")
             self._conversation.add(UserSaid(text=event.text))
             link.handle_fresh = False
             if self._realtime_text:
