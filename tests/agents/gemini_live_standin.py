@@ -203,7 +203,14 @@ class _Connection:
             # fit with 1007 (INVALID_ARGUMENT, e.g. 'Invalid JSON payload received.
             # Unknown name ...').
             self.standin.invalid.append(f"the client sent {message}: {exc}")
-            raise _Closing(1007, f"Invalid JSON payload received. {exc}") from None
+            if not exc.unknown:
+                raise _Closing(1007, INVALID_ARGUMENT) from None
+            *parent, name = exc.path
+            raise _Closing(
+                1007,
+                f'Invalid JSON payload received. Unknown name "{name}" at '
+                f"'{'.'.join(parent)}': Cannot find field.",
+            ) from None
         ((kind, body),) = message.items()
         if kind == "setup":
             if self.setup is not None:

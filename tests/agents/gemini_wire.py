@@ -19,13 +19,20 @@ import binascii
 import json
 from typing import Any
 
+import pydantic
 from google.genai import types
 
 __all__ = ["WireError", "check_client", "check_server"]
 
 
 class WireError(ValueError):
-    """A message that is not what Google's types describe."""
+    """A message that is not what Google's types describe; ``path`` names the member
+    at fault (its parents first), ``unknown`` when the types have no such member."""
+
+    def __init__(self, message: str, path: tuple[str, ...], *, unknown: bool) -> None:
+        super().__init__(message)
+        self.path = path
+        self.unknown = unknown
 
 
 def check_client(message: Any) -> None:
@@ -43,40 +50,48 @@ def _check(
 ) -> None:
     try:
         parsed = model.model_validate_json(json.dumps(message))
-    except ValueError as exc:  # pydantic's ValidationError is a ValueError
-        first = str(exc).splitlines()[:3]
-        raise WireError(f"not a {model.__name__}: {' '.join(first)}") from None
+    except pydantic.ValidationError as exc:
+        error = exc.errors()[0]
+        path = tuple(str(part) for part in error["loc"])
+        raise WireError(
+            f"not a {model.__name__}: {'.'.join(path)}: {error['msg']}",
+            path,
+            unknown=error["type"] == "extra_forbidden",
+        ) from None
     dumped = parsed.model_dump(mode="json", by_alias=True, exclude_none=True)
-    problem = _difference(message, dumped, "")
+    problem = _difference(message, dumped, ())
     if problem is not None:
-        raise WireError(f"not a {model.__name__}: {problem}")
+        path, what = problem
+        raise WireError(f"not a {model.__name__}: {'.'.join(path)}: {what}", path, unknown=False)
 
 
-def _difference(sent: Any, typed: Any, path: str) -> str | None:
-    """Where ``sent`` and its typed round trip differ, or None."""
+def _difference(sent: Any, typed: Any, path: tuple[str, ...]) -> tuple[tuple[str, ...], str] | None:
+    """Where ``sent`` and its typed round trip differ, and how; or None."""
     if isinstance(sent, dict) and isinstance(typed, dict):
         for key in sent:
-            if key not in typed:
-                return f"{path}.{key}: not a member (or spelt another way)"
+            if key not in typed:  # a member the type knows by another name
+                return (*path, key), "spelt another way in the type"
         for key in typed:
             if key not in sent:
-                return f"{path}.{key}: added by the type"
+                return (*path, key), "added by the type"
         for key, value in sent.items():
-            found = _difference(value, typed[key], f"{path}.{key}")
+            found = _difference(value, typed[key], (*path, key))
             if found is not None:
                 return found
         return None
     if isinstance(sent, list) and isinstance(typed, list):
         if len(sent) != len(typed):
-            return f"{path}: {len(sent)} items became {len(typed)}"
+            return path, f"{len(sent)} items became {len(typed)}"
         for n, (a, b) in enumerate(zip(sent, typed, strict=True)):
-            found = _difference(a, b, f"{path}[{n}]")
+            found = _difference(a, b, (*path, str(n)))
             if found is not None:
                 return found
         return None
-    if sent == typed or (path.endswith(".data") and _same_bytes(sent, typed)):
+    if sent == typed and type(sent) is type(typed):
         return None
-    return f"{path}: {sent!r} became {typed!r}"
+    if path and path[-1] == "data" and _same_bytes(sent, typed):
+        return None
+    return path, f"{sent!r} became {typed!r}"
 
 
 def _same_bytes(a: Any, b: Any) -> bool:
