@@ -65,8 +65,7 @@ import contextlib
 import logging
 import os
 import re
-from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from collections.abc import Sequence
 from typing import Any, ClassVar, Final
 
 import orjson
@@ -75,13 +74,12 @@ from websockets.asyncio.client import ClientConnection
 
 from ..audio import pcmu_to_pcm16
 from ..protocol.ids import new_id
-from ..protocol.messages import PCM16_24K, UNSET, Format
+from ..protocol.messages import UNSET, Format
 from .base import (
     AgentFactory,
     AgentInput,
     AgentSession,
     AgentSetupError,
-    AudioItem,
     ContextChanged,
     ResponseInterrupted,
     ToolSettled,
@@ -90,17 +88,19 @@ from .base import (
 )
 from .context_data import CONTEXT_RULE, context_message
 from .function_names import GEMINI, FunctionNames
+from .gemini_config import (
+    DEFAULT_BASE_URL,
+    DEFAULT_MODEL,
+    INPUT_FORMATS,
+    OUTPUT_FORMATS,
+    GeminiConfig,
+    api_key_from,
+    config_from,
+)
+from .gemini_link import Generation, Link, PendingCall, Speech
 from .gemini_log import ConversationLog
 from .history import AgentSaid, HistoryEntry, ToolCalled, ToolResulted, UserSaid
-from .provider_socket import (
-    LinkSettings,
-    ProviderAgent,
-    ProviderSocket,
-    check_ws_url,
-    keyed_factory,
-    option_reader,
-    register_secret,
-)
+from .provider_socket import ProviderAgent, keyed_factory, register_secret
 from .replay import gemini_turns
 from .usage import TokenUsage, count
 
@@ -121,32 +121,6 @@ log = logging.getLogger(__name__)
 #: the logger it is given: it gets this one, which redacts the key.
 _WIRE_LOG: Final = logging.getLogger(f"{__name__}.wire")
 
-PCMU_8K: Final = Format(encoding="pcmu", sample_rate=8000)
-#: pcm16 at these rates goes unchanged (the rate named in the MIME type), pcmu decoded.
-INPUT_FORMATS: Final = (
-    *(Format(encoding="pcm16", sample_rate=rate) for rate in (16000, 24000, 8000, 48000)),
-    PCMU_8K,
-)
-#: "Audio output always uses a sample rate of 24kHz" (Live API, "Audio formats").
-OUTPUT_FORMATS: Final = (PCM16_24K,)
-
-DEFAULT_BASE_URL: Final = (
-    "wss://generativelanguage.googleapis.com/ws/"
-    "google.ai.generativelanguage.v1beta.GenerativeService.BidiGenerateContent"
-)
-#: The model of Google's "Get started with Gemini Live API using WebSockets" guide.
-DEFAULT_MODEL: Final = "gemini-2.5-flash-native-audio-preview-12-2025"
-DEFAULT_VOICE: Final = "Puck"
-DEFAULT_INSTRUCTIONS: Final = "You are a helpful voice assistant. Answer briefly and naturally."
-KEY_VARIABLES: Final = ("GOOGLE_API_KEY", "GEMINI_API_KEY")
-
-_SETTINGS: Final = {
-    "model": "VRT_GEMINI_MODEL",
-    "voice": "VRT_GEMINI_VOICE",
-    "instructions": "VRT_GEMINI_INSTRUCTIONS",
-    "base_url": "VRT_GEMINI_BASE_URL",
-    "transcripts": "VRT_GEMINI_TRANSCRIPTS",
-}
 #: Close codes of a request the service refuses, before ``setupComplete`` (a wrong key,
 #: a model it does not serve): no retry can help. After it they are failed links.
 _REFUSED: Final = (1007, 1008)
@@ -157,57 +131,6 @@ _INTERRUPTED_NOTE: Final = (
     "The user interrupted before this result arrived; the tool may or may not have "
     "taken effect. Do not assume it succeeded."
 )
-
-
-# --- configuration --------------------------------------------------------------------
-
-
-@dataclass(frozen=True, slots=True)
-class GeminiConfig(LinkSettings):
-    """Everything but the API key (not a field, so no repr can print it)."""
-
-    model: str = DEFAULT_MODEL
-    voice: str = DEFAULT_VOICE
-    instructions: str = DEFAULT_INSTRUCTIONS
-    base_url: str = DEFAULT_BASE_URL
-    #: Input and output audio transcription (user and agent transcripts).
-    transcripts: bool = True
-
-    @property
-    def model_name(self) -> str:
-        """The model's resource name, as ``setup.model`` takes it."""
-        return self.model if self.model.startswith("models/") else f"models/{self.model}"
-
-
-def config_from(options: Mapping[str, str], environ: Mapping[str, str]) -> GeminiConfig:
-    """The configuration from ``--agent-option`` values, then ``VRT_GEMINI_*``
-    environment variables, then the defaults. Raises AgentSetupError (one line)."""
-    get = option_reader(options, environ, _SETTINGS, "GEMINI_API_KEY (or GOOGLE_API_KEY)")
-    model = get("model", DEFAULT_MODEL)
-    voice = get("voice", DEFAULT_VOICE)
-    if not model or not voice:
-        raise AgentSetupError("model and voice must not be empty")
-    base_url = get("base_url", DEFAULT_BASE_URL)
-    check_ws_url(base_url, "GEMINI_API_KEY")
-    transcripts = get("transcripts", "on").lower()
-    if transcripts not in ("on", "off"):
-        raise AgentSetupError(f"transcripts must be on or off, not {transcripts!r}")
-    return GeminiConfig(
-        model=model,
-        voice=voice,
-        instructions=get("instructions", DEFAULT_INSTRUCTIONS),
-        base_url=base_url,
-        transcripts=transcripts == "on",
-    )
-
-
-def api_key_from(environ: Mapping[str, str]) -> str | None:
-    """``GOOGLE_API_KEY``, else ``GEMINI_API_KEY`` (the order of Google's SDK)."""
-    for name in KEY_VARIABLES:
-        value = environ.get(name, "").strip()
-        if value:
-            return value
-    return None
 
 
 def setup(options: dict[str, str]) -> AgentFactory:
@@ -223,74 +146,10 @@ def setup(options: dict[str, str]) -> AgentFactory:
     return keyed_factory(GeminiLiveAgent, config, api_key, log, _WIRE_LOG)
 
 
-# --- per provider session state ------------------------------------------------------
-
-
-@dataclass(slots=True)
-class _Generation:
-    """One model generation (``modelTurn`` content up to ``turnComplete``) and the vRT
-    turn it speaks for."""
-
-    turn: Turn
-    vrt_id: str  # its audio item, announced with the first audio
-    item: AudioItem | None = None
-    transcript: str = ""
-
-
-@dataclass(slots=True)
-class _Speech:
-    """The user's words being transcribed (``inputTranscription``)."""
-
-    vrt_id: str
-    turn: Turn | None
-    text: str = ""
-
-
-@dataclass(slots=True)
-class _Call:
-    provider_id: str
-    function: str
-    turn: Turn
-
-
-class _Link(ProviderSocket):
-    """One provider WebSocket, i.e. one provider session, and the state that dies with
-    it."""
-
-    def __init__(self, ws: ClientConnection, resumed_with: str | None) -> None:
-        super().__init__(ws)
-        self.resumed_with = resumed_with
-        self.ready = False  # setupComplete seen
-        self.setup_timer: asyncio.TimerHandle | None = None
-        self.generation: _Generation | None = None
-        #: Drop model output until the generation in flight ends (its turnComplete).
-        self.drop = False
-        #: ``interrupted`` events our own clientContent caused (not the user's voice).
-        self.expect_interrupt = 0
-        self.speech: _Speech | None = None
-        self.calls: dict[str, _Call] = {}  # by public callId, awaiting ToolSettled
-        self.cancelled: set[str] = set()  # provider call ids the service cancelled
-        self.context_dirty = False
-        #: The turn of the user text sent last, until the next turnComplete.
-        self.asked: Turn | None = None
-        #: A goAway came: leave at the next turn boundary (``_quiet``).
-        self.going_away = False
-        #: The latest handle has everything sent and said so far.
-        self.handle_fresh = False
-        #: The context's size (``promptTokenCount``) at the last turn: a drop means the
-        #: sliding window cut the oldest turns.
-        self.prompt_tokens = 0
-
-    async def close(self) -> None:
-        if self.setup_timer is not None:
-            self.setup_timer.cancel()
-        await super().close()
-
-
 # --- the agent ------------------------------------------------------------------------
 
 
-class GeminiLiveAgent(ProviderAgent[_Link]):
+class GeminiLiveAgent(ProviderAgent[Link]):
     """One vRT session's agent: one provider session at a time, resumed after a
     reconnect when the service gave a handle."""
 
@@ -342,8 +201,8 @@ class GeminiLiveAgent(ProviderAgent[_Link]):
         # sends it the same way (x-goog-api-key).
         return {"x-goog-api-key": self._api_key}
 
-    def _start(self, ws: ClientConnection) -> _Link:
-        link = _Link(ws, self._resume)
+    def _start(self, ws: ClientConnection) -> Link:
+        link = Link(ws, self._resume)
         link.send({"setup": self._setup_message(self._resume)})
         link.setup_timer = asyncio.get_running_loop().call_later(
             self.config.connect_timeout, self._no_setup_complete, link
@@ -355,7 +214,7 @@ class GeminiLiveAgent(ProviderAgent[_Link]):
         )
         return link
 
-    def _no_setup_complete(self, link: _Link) -> None:
+    def _no_setup_complete(self, link: Link) -> None:
         if not link.ready and link.fatal is None:
             link.fatal = (
                 "the model service did not confirm the session (no setupComplete within "
@@ -398,7 +257,7 @@ class GeminiLiveAgent(ProviderAgent[_Link]):
             message["outputAudioTranscription"] = {}
         return message
 
-    def _classify_close(self, link: _Link) -> None:
+    def _classify_close(self, link: Link) -> None:
         code, reason = link.ws.close_code, link.ws.close_reason or ""
         if link.fatal is not None or link.expected or code not in _REFUSED:
             return  # after a goAway any close is expected (1008: F1, 1011: F2)
@@ -420,7 +279,7 @@ class GeminiLiveAgent(ProviderAgent[_Link]):
             hint = ": check the model option"
         link.fatal = f"the model service refused the session (close {code}: {reason}){hint}"
 
-    def _lost(self, link: _Link) -> None:
+    def _lost(self, link: Link) -> None:
         """The provider connection ended: close the turn in flight (its generation is
         lost), say so when the client lost something, reconnect (the caller's loop)
         with the latest handle, else with the conversation replayed."""
@@ -441,7 +300,7 @@ class GeminiLiveAgent(ProviderAgent[_Link]):
 
     # -- the provider's messages --
 
-    async def _read(self, link: _Link) -> None:
+    async def _read(self, link: Link) -> None:
         with contextlib.suppress(websockets.ConnectionClosed):
             async for raw in link.ws:
                 try:
@@ -463,7 +322,7 @@ class GeminiLiveAgent(ProviderAgent[_Link]):
                     log.info("leaving the model session as it asked; resuming")
                     return
 
-    def _quiet(self, link: _Link) -> bool:
+    def _quiet(self, link: Link) -> bool:
         """After a goAway, a turn boundary: nothing generating, said or awaited, and a
         handle that has all of it (GENAI: not resumable "executing function calls or
         just generating")."""
@@ -477,7 +336,7 @@ class GeminiLiveAgent(ProviderAgent[_Link]):
             and self.session.turn is None
         )
 
-    def _on_message(self, link: _Link, message: dict[str, Any]) -> None:
+    def _on_message(self, link: Link, message: dict[str, Any]) -> None:
         # "Server messages may have a usageMetadata field but will otherwise include
         # exactly one of the other fields."
         usage = message.get("usageMetadata")
@@ -505,7 +364,7 @@ class GeminiLiveAgent(ProviderAgent[_Link]):
                 self._resume = handle
                 link.handle_fresh = True
 
-    def _on_setup_complete(self, link: _Link) -> None:
+    def _on_setup_complete(self, link: Link) -> None:
         link.ready = True
         if link.setup_timer is not None:
             link.setup_timer.cancel()
@@ -525,7 +384,7 @@ class GeminiLiveAgent(ProviderAgent[_Link]):
         self._link = link
         self._drain_pending(link)
 
-    def _on_server_content(self, link: _Link, content: dict[str, Any]) -> None:
+    def _on_server_content(self, link: Link, content: dict[str, Any]) -> None:
         if content.get("interrupted"):
             self._on_interrupted(link)
         model_turn = content.get("modelTurn")
@@ -554,7 +413,7 @@ class GeminiLiveAgent(ProviderAgent[_Link]):
                 self.session.error(f"the model ended its turn early ({reason})")
             self._on_turn_complete(link)
 
-    def _generation(self, link: _Link) -> _Generation | None:
+    def _generation(self, link: Link) -> Generation | None:
         """The generation model output belongs to: the one in flight, or a new one for
         the turn in progress (or a new turn); None while output is dropped."""
         if link.drop:
@@ -563,13 +422,13 @@ class GeminiLiveAgent(ProviderAgent[_Link]):
         if generation is None:
             session = self.session
             turn = session.turn or session.begin_turn("thinking")
-            generation = link.generation = _Generation(turn, new_id("i_"))
+            generation = link.generation = Generation(turn, new_id("i_"))
             speech = link.speech
             if speech is not None and speech.turn is None:
                 speech.turn = turn
         return generation if generation.turn.active else None
 
-    def _on_audio(self, link: _Link, inline: dict[str, Any]) -> None:
+    def _on_audio(self, link: Link, inline: dict[str, Any]) -> None:
         match = _AUDIO_MIME.match(str(inline.get("mimeType") or ""))
         if match is None:
             return
@@ -587,7 +446,7 @@ class GeminiLiveAgent(ProviderAgent[_Link]):
         if generation.item is not None:
             generation.item.write(base64.b64decode(inline.get("data") or ""))
 
-    def _on_output_transcript(self, link: _Link, text: str) -> None:
+    def _on_output_transcript(self, link: Link, text: str) -> None:
         generation = self._generation(link)
         if generation is not None and text:
             generation.transcript += text
@@ -596,18 +455,18 @@ class GeminiLiveAgent(ProviderAgent[_Link]):
                 generation.transcript, final=False, item_id=generation.vrt_id
             )
 
-    def _on_input_transcript(self, link: _Link, text: str) -> None:
+    def _on_input_transcript(self, link: Link, text: str) -> None:
         if not text:
             return
         speech = link.speech
         if speech is None:
-            speech = link.speech = _Speech(new_id("i_"), self.session.turn)
+            speech = link.speech = Speech(new_id("i_"), self.session.turn)
         speech.text += text
         self.session.user_transcript(
             speech.text, final=False, item_id=speech.vrt_id, turn=speech.turn
         )
 
-    def _on_interrupted(self, link: _Link) -> None:
+    def _on_interrupted(self, link: Link) -> None:
         """Our own clientContent (user text) cut the generation in flight, or the user
         spoke (§6.2): over a generation, or after its turnComplete while the client
         still plays it (F5; LK-G l.1127-1136 takes both as speech). The user speaking
@@ -622,12 +481,12 @@ class GeminiLiveAgent(ProviderAgent[_Link]):
         link.generation = None
         self._cancelled_by_service(link)
 
-    def _cancelled_by_service(self, link: _Link) -> None:
+    def _cancelled_by_service(self, link: Link) -> None:
         """The service interrupted the generation: it cancels the calls it was waiting
         for (``toolCallCancellation`` follows) and wants no response to them."""
         link.cancelled.update(call.provider_id for call in link.calls.values())
 
-    def _on_turn_complete(self, link: _Link) -> None:
+    def _on_turn_complete(self, link: Link) -> None:
         generation, dropped = link.generation, link.drop
         link.generation, link.drop, link.expect_interrupt = None, False, 0
         link.handle_fresh = False  # the next handle has this turn
@@ -647,8 +506,7 @@ class GeminiLiveAgent(ProviderAgent[_Link]):
                     self._conversation.add(
                         AgentSaid(turn_id=turn.id, text=generation.transcript, spoken=True)
                     )
-                if not self._waiting(link, turn):
-                    turn.end()
+                self._end_unless_waiting(link, turn)
             elif generation is None and link.asked is not None and link.asked.active:
                 # A generation without content (a turn that ended for a reason, e.g.
                 # MALFORMED_FUNCTION_CALL): the user's question still gets its end.
@@ -657,14 +515,14 @@ class GeminiLiveAgent(ProviderAgent[_Link]):
         if link.context_dirty:
             self._send_context(link)
 
-    def _end_unless_waiting(self, link: _Link, turn: Turn) -> None:
+    def _end_unless_waiting(self, link: Link, turn: Turn) -> None:
         if not self._waiting(link, turn):
             turn.end()
 
-    def _waiting(self, link: _Link, turn: Turn) -> bool:
+    def _waiting(self, link: Link, turn: Turn) -> bool:
         return any(call.turn == turn for call in link.calls.values())
 
-    def _on_tool_call(self, link: _Link, tool_call: dict[str, Any]) -> None:
+    def _on_tool_call(self, link: Link, tool_call: dict[str, Any]) -> None:
         generation = self._generation(link)
         for function_call in tool_call.get("functionCalls") or ():
             if not isinstance(function_call, dict):
@@ -704,7 +562,7 @@ class GeminiLiveAgent(ProviderAgent[_Link]):
                 message = future.result().message or "the call was not made"
                 self._respond(link, provider_id, function, _error("FAILED", message))
                 continue
-            link.calls[handle.call_id] = _Call(provider_id, function, turn)
+            link.calls[handle.call_id] = PendingCall(provider_id, function, turn)
             self._conversation.add(
                 ToolCalled(
                     call_id=handle.call_id,
@@ -715,7 +573,7 @@ class GeminiLiveAgent(ProviderAgent[_Link]):
                 )
             )
 
-    def _respond(self, link: _Link, provider_id: str, function: str, response: Any) -> None:
+    def _respond(self, link: Link, provider_id: str, function: str, response: Any) -> None:
         # BidiGenerateContentToolResponse: FunctionResponse {id, name, response}, the
         # response a JSON object ("output" or "error").
         link.handle_fresh = False
@@ -729,7 +587,7 @@ class GeminiLiveAgent(ProviderAgent[_Link]):
             }
         )
 
-    def _on_tool_settled(self, link: _Link, event: ToolSettled) -> None:
+    def _on_tool_settled(self, link: Link, event: ToolSettled) -> None:
         call = link.calls.pop(event.call_id, None)
         if call is None:
             return  # a call of an earlier provider session
@@ -767,7 +625,7 @@ class GeminiLiveAgent(ProviderAgent[_Link]):
 
     # -- context --
 
-    def _check_window(self, link: _Link, usage: dict[str, Any]) -> None:
+    def _check_window(self, link: Link, usage: dict[str, Any]) -> None:
         """The sliding window cuts the oldest turns, "always at start of USER role
         turn" (GENAI SlidingWindow), which is how the context went in: when the
         context (``promptTokenCount``) shrank, the context is sent again."""
@@ -779,7 +637,7 @@ class GeminiLiveAgent(ProviderAgent[_Link]):
         if tokens:
             link.prompt_tokens = tokens
 
-    def _send_context(self, link: _Link) -> None:
+    def _send_context(self, link: Link) -> None:
         """The context as a data turn (no turnComplete: it asks for no answer), sent
         only between generations: any clientContent interrupts one."""
         if link.generation is not None or link.drop:
@@ -803,7 +661,7 @@ class GeminiLiveAgent(ProviderAgent[_Link]):
 
     # -- the client's events --
 
-    def _send_audio(self, link: _Link, payload: bytes) -> None:
+    def _send_audio(self, link: Link, payload: bytes) -> None:
         fmt = self.session.input_format
         if fmt.encoding == "pcmu":
             payload = pcmu_to_pcm16(payload)
@@ -818,7 +676,7 @@ class GeminiLiveAgent(ProviderAgent[_Link]):
             }
         )
 
-    def _handle(self, link: _Link, event: AgentInput) -> None:
+    def _handle(self, link: Link, event: AgentInput) -> None:
         if isinstance(event, UserTextReceived):
             # The server interrupted the response in flight already (§6.3); the
             # service's generation stops at this clientContent and says so.
