@@ -166,6 +166,23 @@ async def test_a_1008_during_a_tool_call_is_a_failed_link_not_the_end(
     assert standin.messages("setup")[1]["sessionResumption"].get("handle")
 
 
+async def test_aborts_after_setup_complete_are_retried_up_to_the_limit(
+    url: str, standin: GeminiStandIn
+) -> None:
+    """A service that aborts every session right after it confirmed it: retried with
+    the handle, then given up after ``max_failed_links`` (5) short-lived sessions."""
+    async with session(url, reconnect=False) as s:
+        for n in range(1, 6):
+            await ready(standin, n)
+            await standin.abort()
+        failed = await s.next(SessionFailed)
+        assert failed.code == "AGENT_ERROR"
+        assert "5 times in a row" in failed.message
+    assert len(standin.connections) == 5
+    assert [code for code, _ in standin.closes] == [1008] * 5
+    assert all(s["sessionResumption"].get("handle") for s in standin.messages("setup")[1:])
+
+
 async def test_a_1008_before_setup_complete_is_still_a_refusal(
     api_key: str, standin: GeminiStandIn
 ) -> None:
