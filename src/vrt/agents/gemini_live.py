@@ -3,7 +3,8 @@
 One provider WebSocket (``BidiGenerateContent``) per vRT session, speaking the protocol
 of "Live API - WebSockets API reference" (https://ai.google.dev/api/live). See
 ``docs/agent-gemini-live.md`` for the settings, the full mapping, the provider messages
-handled and ignored, and the failure behaviour.
+handled and ignored, and the failure behaviour; its "Sources" table lists the reports
+cited here as F1-F9 (what the service does in long sessions) and GENAI, LK-G, PC-G.
 
 What maps to what (the agent seam of ``docs/agents.md``; no special case in the server):
 
@@ -24,16 +25,22 @@ What maps to what (the agent seam of ``docs/agents.md``; no special case in the 
 * the service's own activity detection hears the user; speech over the model is
   ``serverContent.interrupted``, which is ``session.user_started_speaking()`` (a
   ``listening`` turn, the response in flight interrupted, §6.2). Calls the service
-  cancels with it (``toolCallCancellation``) get no response.
+  cancels with it (``toolCallCancellation``) get no response. ``interrupted`` after a
+  generation's ``turnComplete`` (the client still plays it, F5) is the same listening
+  turn, and drops nothing.
 * model output: ``modelTurn`` audio parts are output frames, written as they arrive,
   ``outputTranscription`` chunks are agent transcript partials (final at
   ``turnComplete``), ``inputTranscription`` chunks user transcript partials (final at
   the model's next ``turnComplete``); ``turnComplete`` ends the turn unless it waits
   for tool results.
 * user text is a ``clientContent`` turn with ``turnComplete`` (it interrupts the
-  model's generation, which the service then confirms with ``interrupted``); the
-  application context is a ``clientContent`` data turn without ``turnComplete``, sent
-  only between generations (a message would interrupt one), never in the instructions.
+  model's generation, which the service then confirms with ``interrupted``), or for a
+  ``gemini-3*`` model ``realtimeInput.text`` (F6, PC-G); the application context is a
+  ``clientContent`` data turn without ``turnComplete``, sent only between generations
+  (a message would interrupt one), never in the instructions, and sent again when the
+  sliding window cut it (``promptTokenCount`` dropped).
+* ``turnCompleteReason`` (e.g. ``MALFORMED_FUNCTION_CALL``) is a recoverable
+  ``AGENT_ERROR``.
 * an ``interrupt`` from the client: the Live API has no cancel message, so the rest of
   the generation in flight is dropped here until its ``turnComplete``; the provider's
   context keeps what it generated. A ``playback`` report has nothing to cut: the
