@@ -61,7 +61,7 @@ async def serve_agent(
         config_from({"base_url": standin.url, "model": MODEL, **options}, {}),
         reconnect_initial=0.01,
         reconnect_max=0.05,
-        connect_timeout=1.0,
+        connect_timeout=5.0,  # a loaded machine is slow to answer a handshake
     )
     server = VrtServer(lambda info: agent(config, API_KEY))
     return server, await server.start("127.0.0.1", 0)

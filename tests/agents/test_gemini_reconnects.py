@@ -275,7 +275,11 @@ async def test_a_long_session_over_several_connection_lifetimes(api_key: str) ->
     turnComplete (F5): every answer reaches the client exactly once, nothing is lost,
     no error at all."""
     async with GeminiStandIn(
-        api_key=API_KEY, models=(MODEL,), lifetime_turns=3, lifetime_time_left=5.0
+        api_key=API_KEY,
+        models=(MODEL,),
+        lifetime_turns=3,
+        lifetime_time_left=5.0,
+        playout_lag=5.0,  # the client plays long after an answer: no race with F5
     ) as standin:
 
         def answer(text: str, seed: int) -> Reply:

@@ -63,6 +63,7 @@ async def test_speech_after_an_answer_stops_playback_and_the_next_answer_is_hear
     speaks: ``interrupted`` with no generation in flight (F5). It is the user starting
     to speak (a listening turn: the client stops playback, §8.4), and the answer to
     what the user then says is delivered, not dropped."""
+    standin.playout_lag = 5.0  # the client plays long after the answer: no race
     second = payloads(3, 960, seed=101)
     standin.replies.append(Reply(audio=payloads(3, 960, seed=41), transcript=["First."]))
     standin.replies.append(Reply(audio=second, transcript=["Second."]))
