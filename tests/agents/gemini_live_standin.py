@@ -47,7 +47,8 @@ Live API guides (ai.google.dev/gemini-api/docs/live-api: "Audio formats",
   handle is refused with 1008 "Requested entity was not found.").
 
 What integrators report the service does in long or tool-using sessions (sources F1-F9
-of ``/work/shared/docs/providers-sources.md``), each at the code that does it:
+and GENAI, LK-G, PC-G: docs/agent-gemini-live.md, "Sources"), each at the code that
+does it:
 
 * a connection lives a limited time: ``goAway {timeLeft}``, then, when the client has
   not left, a close 1008 "Connection aborted because the client failed to close the

@@ -1,6 +1,7 @@
 """The gemini-live agent across provider reconnects, against what the service is
-reported to do in long sessions (sources F1-F9 of providers-sources.md, cited in
-``gemini_live_standin.py``): a real VrtServer with the adapter, a real VrtClient.
+reported to do in long sessions (sources F1-F9 in docs/agent-gemini-live.md, "Sources";
+cited in ``gemini_live_standin.py``): a real VrtServer with the adapter, a real
+VrtClient.
 
 A connection ends with ``goAway`` and then a close 1008 or 1011 when the client stays
 (F1, F2), or is aborted with 1008 mid-session (F3, F4); a resume is refused while the
