@@ -12,7 +12,7 @@ VrtServer with the adapter, a real VrtClient.
 from __future__ import annotations
 
 import json
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Sequence
 
 import pytest
 from gemini_live_standin import GeminiStandIn, Reply
@@ -51,6 +51,10 @@ async def url(standin: GeminiStandIn, api_key: str) -> AsyncIterator[str]:
 
 def agent_final(event: TranscriptReceived) -> bool:
     return event.role == "agent" and event.final
+
+
+def finals(events: Sequence[object]) -> list[str]:
+    return [e.text for e in events if isinstance(e, TranscriptReceived) and agent_final(e)]
 
 
 # --- interrupted after turnComplete (F5) ----------------------------------------------
@@ -170,3 +174,30 @@ async def test_gemini_2_5_gets_user_text_as_client_content(
         "turnComplete": True,
     }
     assert not [m for m in standin.messages("realtimeInput") if "text" in m]
+
+
+# --- interrupted before any content of an answer to the user's text -------------------
+
+
+async def test_a_second_text_before_the_first_answer_starts_is_no_barge_in(
+    url: str, standin: GeminiStandIn
+) -> None:
+    """Two texts back to back: the service interrupts the first generation before any
+    of its content came (``interrupted`` then ``turnComplete``, GENAI: "interrupted >
+    turn_complete"). That is the second text's doing, not the user's voice (LK-G: no
+    speech while a generation the client asked for is pending): no listening turn, and
+    the second answer arrives in the second text's turn."""
+    standin.replies.append(Reply(audio=payloads(2, 960, seed=31), transcript=["One."]))
+    standin.replies.append(Reply(audio=payloads(2, 960, seed=62), transcript=["Two."]))
+    async with session(url) as s:
+        await ready(standin)
+        await s.client.send_text("one")
+        await s.client.send_text("two")
+        final = await s.next(TranscriptReceived, agent_final)
+        done = await s.next(TurnChanged, idle)
+        await s.drain(0.1)
+    assert final.text == "Two."
+    assert done.turn_id == final.turn_id
+    assert not [e for e in s.all(TurnChanged) if e.state == "listening"]
+    assert finals(s.seen) == ["Two."]
+    assert not s.all(ErrorReceived)

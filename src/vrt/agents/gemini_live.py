@@ -478,11 +478,17 @@ class GeminiLiveAgent(ProviderAgent[Link]):
         spoke (§6.2): over a generation, or after its turnComplete while the client
         still plays it (F5; LK-G l.1127-1136 takes both as speech). The user speaking
         is a listening turn, so the client stops playback (§8.4). Only the rest of a
-        generation still running is dropped, until its turnComplete."""
-        running = link.generation is not None or link.drop
+        generation still running is dropped, until its turnComplete.
+
+        Before any content of the answer to the user's last text, ``interrupted`` is
+        that text cutting the generation before it (GENAI: "interrupted >
+        turn_complete"), or speech while the answer is pending, which LK-G does not
+        take for speech either: the turnComplete that follows ends no turn."""
+        awaiting_answer = link.asked is not None and link.generation is None and not link.drop
+        running = link.generation is not None or link.drop or awaiting_answer
         if link.expect_interrupt:
             link.expect_interrupt -= 1
-        else:
+        elif not awaiting_answer:
             self.session.user_started_speaking()
         link.drop = running
         link.generation = None
