@@ -371,3 +371,29 @@ async def test_a_long_session_over_several_connection_lifetimes(api_key: str) ->
         for seed in range(1, 11):
             for chunk in payloads(3, 960, seed=21 * seed):
                 assert delivered.count(chunk) == 1
+
+
+async def test_a_context_sent_after_the_latest_handle_is_sent_again_on_resume(
+    api_key: str,
+) -> None:
+    """The context changed while idle, after the last handle; then a goAway, and no
+    newer handle before timeLeft ran out (the service gives one after a turn): the
+    session resumed with that handle lacks the new context, so it is sent again."""
+    async with GeminiStandIn(api_key=API_KEY, models=(MODEL,)) as standin:
+        async with served(standin) as url, session(url, context={"doc": "a.txt"}) as s:
+            await ready(standin)
+            await s.client.send_text("hello")
+            await s.next(TurnChanged, idle)
+            await s.client.update_context({"doc": "b.txt"})
+            await standin.wait_for("clientContent", 3)  # a.txt, hello, b.txt
+            await standin.go_away(time_left=0.2)
+            await standin.wait_connections(2)
+            await ready(standin, 2)
+            await standin.wait_for("clientContent", 4)
+            await s.drain(0.05)
+            assert not s.all(ErrorReceived)
+        (resent,) = standin.messages("clientContent", connection=2)
+        assert "b.txt" in json.dumps(resent)
+        assert resent["turnComplete"] is False
+        assert standin.expired == 1  # no boundary with a fresh handle came in time
+        assert "b.txt" in json.dumps(standin.connections[1].history)

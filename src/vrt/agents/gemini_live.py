@@ -175,6 +175,8 @@ class GeminiLiveAgent(ProviderAgent[Link]):
         register_secret(api_key, log, _WIRE_LOG)
         self._context: Any = None
         self._context_sent = False  # the current context is in the provider's history
+        #: It went after the latest handle: a session resumed with that handle lacks it.
+        self._context_after_handle = False
         self._names = FunctionNames((), GEMINI)
         #: The latest handle that resumes the provider's conversation.
         self._resume: str | None = None
@@ -370,6 +372,7 @@ class GeminiLiveAgent(ProviderAgent[Link]):
             if update.get("resumable") and isinstance(handle, str) and handle:
                 self._resume = handle
                 link.handle_fresh = True
+                self._context_after_handle = False
 
     def _on_setup_complete(self, link: Link) -> None:
         link.ready = True
@@ -383,7 +386,9 @@ class GeminiLiveAgent(ProviderAgent[Link]):
             turns = gemini_turns(self._conversation.entries)
             if turns:
                 link.send({"clientContent": {"turns": turns, "turnComplete": False}})
-        if self._context is not None and not self._context_sent:
+        if self._context is not None and (not self._context_sent or self._context_after_handle):
+            # (A handle resumes the conversation as it was when the service gave it:
+            # a context sent later is sent again, as LK-G sends what came after it.)
             self._send_context(link)
         # Nothing but the setup goes before setupComplete ("Clients should wait for a
         # BidiGenerateContentSetupComplete message before sending any additional
@@ -660,6 +665,7 @@ class GeminiLiveAgent(ProviderAgent[Link]):
         if self._context is None:
             return  # nothing to add (a turn already in the history cannot be removed)
         link.handle_fresh = False
+        self._context_after_handle = True
         link.send(
             {
                 "clientContent": {
