@@ -282,7 +282,9 @@ class _Connection:
         text = body.get("text") if isinstance(body, dict) else None
         if isinstance(text, str):
             # realtimeInput.text: user input whose turn ends by itself (PC-G
-            # _send_user_text: "turn completion is automatically inferred").
+            # _send_user_text: "turn completion is automatically inferred"). Taken
+            # here as user activity, which interrupts a generation as speech does (the
+            # reference does not say; the adapter expects either).
             await self._interrupt()
             self.history.append({"role": "user", "parts": [{"text": text}]})
             self._generate()
