@@ -6,9 +6,11 @@ The types forbid unknown members (``extra='forbid'``) but also take the Python n
 (``populate_by_name``): ``client_content`` would validate although the service's JSON
 names it ``clientContent``. So a message is parsed from its JSON text, dumped back by
 alias, and the two must be the same: a misspelt, snake_case or misplaced member, or a
-value of the wrong type, fails. Free-form members (``parametersJsonSchema``,
-``functionCall.args``, ``functionResponse.response``) are JSON values in the types as on
-the wire, so whatever they hold comes back unchanged. Bytes (``inlineData.data``) are
+value of the wrong type, fails. Their enums take any value with a warning ("X is not a
+valid Modality"), for values the SDK does not know yet: here that warning fails too.
+Free-form members (``parametersJsonSchema``, ``functionCall.args``,
+``functionResponse.response``) are JSON values in the types as on the wire, so
+whatever they hold comes back unchanged. Bytes (``inlineData.data``) are
 compared decoded: the dump writes URL-safe base64, the wire the standard alphabet.
 """
 
@@ -17,6 +19,7 @@ from __future__ import annotations
 import base64
 import binascii
 import json
+import warnings
 from typing import Any
 
 import pydantic
@@ -49,7 +52,9 @@ def _check(
     model: type[types.LiveClientMessage] | type[types.LiveServerMessage], message: Any
 ) -> None:
     try:
-        parsed = model.model_validate_json(json.dumps(message))
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            parsed = model.model_validate_json(json.dumps(message))
     except pydantic.ValidationError as exc:
         error = exc.errors()[0]
         path = tuple(str(part) for part in error["loc"])
@@ -58,6 +63,9 @@ def _check(
             path,
             unknown=error["type"] == "extra_forbidden",
         ) from None
+    for warning in caught:
+        if "is not a valid" in str(warning.message):
+            raise WireError(f"not a {model.__name__}: {warning.message}", (), unknown=False)
     dumped = parsed.model_dump(mode="json", by_alias=True, exclude_none=True)
     problem = _difference(message, dumped, ())
     if problem is not None:

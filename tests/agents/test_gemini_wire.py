@@ -65,6 +65,7 @@ INVALID_CLIENT: list[dict[str, Any]] = [
     {"setup": {"model": "m", "generationConfig": {"responseModalites": ["AUDIO"]}}},
     {"setup": {"model": "m", "voiceConfig": {}}},  # misplaced (inside speechConfig)
     {"clientContent": {"turns": [], "turnComplete": "yes"}},  # mistyped
+    {"setup": {"model": "m", "generationConfig": {"responseModalities": ["AUIDO"]}}},
     {"toolResponse": {"functionResponses": [{"id": "a", "response": [1]}]}},  # not a Struct
     {"realtimeInput": {"audio": {"data": "not base64!", "mimeType": "audio/pcm"}}},
 ]
@@ -88,6 +89,7 @@ INVALID_SERVER: list[dict[str, Any]] = [
     {"go_away": {"timeLeft": "50s"}},
     {"goAway": {"time_left": "50s"}},
     {"serverContent": {"interrupted": "yes"}},  # a bool the lax type would take
+    {"serverContent": {"turnComplete": True, "turnCompleteReason": "MALFORMED_CALL"}},
     {"toolCall": {"functionCalls": [{"id": "c", "name": "f", "args": [1, 2]}]}},
     {"sessionResumptionUpdate": {"newHandle": "h", "resumable": True, "handle": "h"}},
 ]
