@@ -349,12 +349,16 @@ class GeminiLiveAgent(ProviderAgent[Link]):
         # "Server messages may have a usageMetadata field but will otherwise include
         # exactly one of the other fields."
         usage = message.get("usageMetadata")
+        content = message.get("serverContent")
         if isinstance(usage, dict):
             self._count_usage(usage)
-            self._check_window(link, usage)
+            if isinstance(content, dict) and content.get("turnComplete"):
+                # The turn's figures ride on its turnComplete (PC-G warns when they do
+                # not): one context size per turn to compare.
+                self._check_window(link, usage)
         if "setupComplete" in message:
             self._on_setup_complete(link)
-        elif isinstance(content := message.get("serverContent"), dict):
+        elif isinstance(content, dict):
             self._on_server_content(link, content)
         elif isinstance(tool_call := message.get("toolCall"), dict):
             self._on_tool_call(link, tool_call)
