@@ -45,6 +45,33 @@ Live API guides (ai.google.dev/gemini-api/docs/live-api: "Audio formats",
   ``sessionResumptionUpdate`` {newHandle, resumable} is sent when ``setup`` asked for
   resumption, and a ``setup`` with a handle resumes that conversation (an unknown
   handle is refused with 1008 "Requested entity was not found.").
+
+What integrators report the service does in long or tool-using sessions (sources F1-F9
+and GENAI, LK-G, PC-G: docs/agent-gemini-live.md, "Sources"), each at the code that
+does it:
+
+* a connection lives a limited time: ``goAway {timeLeft}``, then, when the client has
+  not left, a close 1008 "Connection aborted because the client failed to close the
+  connection after receiving a GoAway signal once the session duration expired" (F1)
+  or 1011 "Deadline expired before operation could complete." (F2);
+* a resume while the connection that gave the handle is still open is refused with
+  1011 (F9: the client must close the old socket first);
+* a mid-session 1008 "The operation was aborted." while a tool call is pending (F3,
+  F4);
+* ``interrupted`` with no generation in flight, after ``turnComplete``, when the user
+  speaks while the client still plays the answer (F5);
+* the sliding window cuts the oldest turns, at the start of a USER turn, once the
+  context passes a number of tokens (GENAI ``SlidingWindow``); ``promptTokenCount``
+  is the context's size;
+* ``turnCompleteReason`` on a turn that ended for a reason (GENAI
+  ``TurnCompleteReason``, e.g. ``MALFORMED_FUNCTION_CALL``);
+* ``gemini-3*`` models take user text as ``realtimeInput.text`` and run no inference on
+  a ``clientContent`` turn alone (F6, PC-G).
+
+Every message either side sends is checked against ``google-genai``'s own
+``LiveClientMessage`` / ``LiveServerMessage`` (``gemini_wire.py``): a client message
+that is not one is closed with 1007 as the service closes a payload it cannot parse,
+and recorded in ``invalid``; leaving the stand-in with anything there fails the test.
 """
 
 from __future__ import annotations
@@ -61,8 +88,10 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from gemini_wire import WireError, check_client, check_server
 from websockets.asyncio.server import Server, ServerConnection, serve
 from websockets.exceptions import ConnectionClosed
+from websockets.protocol import State
 
 from vrt.audio import EnergyVad
 from vrt.protocol.messages import Format
@@ -76,6 +105,15 @@ _KEY_HEADER = "x-goog-api-key"
 _FUNCTION_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_.:-]{0,63}$")
 _RATE = re.compile(r"^audio/pcm(?:;\s*rate=(\d+))?$")
 INVALID_ARGUMENT = "Request contains an invalid argument."
+#: F1: the close of a client that did not leave after goAway.
+GO_AWAY_1008 = (
+    "Connection aborted because the client failed to close the connection after "
+    "receiving a GoAway signal once the session duration expired"
+)
+#: F2: the other close reported at a connection's end.
+GO_AWAY_1011 = "Deadline expired before operation could complete."
+#: F3, F4: the mid-session abort, during pending tool calls.
+ABORTED = "The operation was aborted."
 
 
 @dataclass
@@ -97,6 +135,10 @@ class Reply:
     transcript: list[str] = field(default_factory=list)
     calls: list[Call] = field(default_factory=list)
     interval: float = 0.0
+    #: Close 1008 "The operation was aborted." once the calls are sent (F3, F4).
+    abort_after_calls: bool = False
+    #: ``turnCompleteReason`` of its ``turnComplete`` (GENAI TurnCompleteReason).
+    reason: str | None = None
 
 
 class _Closing(Exception):
@@ -124,11 +166,30 @@ class _Connection:
         self.waiting: dict[str, Call] = {}
         self.answered: asyncio.Event = asyncio.Event()
         self.user_words: list[str] = []
+        #: Until when (loop time) the service assumes the client still plays the last
+        #: answer: speech then is ``interrupted`` with no generation in flight (F5).
+        self.playing_until = 0.0
+        self.turns_completed = 0
+        self.going_away: asyncio.Task[None] | None = None
+
+    @property
+    def gemini_3(self) -> bool:
+        return "gemini-3" in str((self.setup or {}).get("model") or "")
 
     async def emit(self, message: dict[str, Any]) -> None:
+        try:
+            check_server(message)
+        except WireError as exc:
+            self.standin.invalid.append(f"the stand-in sent {message}: {exc}")
+            raise AssertionError(str(exc)) from None
         self.standin.sent.append((self.number, message))
         with contextlib.suppress(ConnectionClosed):
             await self.ws.send(json.dumps(message))
+
+    async def close(self, code: int, reason: str) -> None:
+        closing = _Closing(code, reason)
+        self.standin.closes.append((code, closing.reason))
+        await self.ws.close(code, closing.reason)
 
     # -- client messages --
 
@@ -136,6 +197,21 @@ class _Connection:
         # "The JSON object must have exactly one of the fields" (Send messages).
         if not isinstance(message, dict) or len(message) != 1:
             raise _Closing(1007, INVALID_ARGUMENT)
+        try:
+            check_client(message)
+        except WireError as exc:
+            # The service parses the JSON into its proto types and closes what does not
+            # fit with 1007 (INVALID_ARGUMENT, e.g. 'Invalid JSON payload received.
+            # Unknown name ...').
+            self.standin.invalid.append(f"the client sent {message}: {exc}")
+            if not exc.unknown:
+                raise _Closing(1007, INVALID_ARGUMENT) from None
+            *parent, name = exc.path
+            raise _Closing(
+                1007,
+                f'Invalid JSON payload received. Unknown name "{name}" at '
+                f"'{'.'.join(parent)}': Cannot find field.",
+            ) from None
         ((kind, body),) = message.items()
         if kind == "setup":
             if self.setup is not None:
@@ -183,6 +259,11 @@ class _Connection:
             saved = standin.handles.get(str(resumption["handle"]))
             if saved is None:
                 raise _Closing(1008, "Requested entity was not found.")
+            origin = standin.handle_origin[str(resumption["handle"])]
+            if origin.ws.state is State.OPEN:
+                # F9: a resume is refused while the old connection is open.
+                standin.resumed_while_open += 1
+                raise _Closing(1011, "Internal error encountered.")
             self.history = list(saved)
         self.setup = setup
         await self.emit({"setupComplete": {}})
@@ -193,10 +274,21 @@ class _Connection:
             return
         handle = f"handle_{self.number}_{next(self.standin._ids)}"
         self.standin.handles[handle] = list(self.history)
+        self.standin.handle_origin[handle] = self
         # SessionResumptionUpdate {newHandle, resumable}
         await self.emit({"sessionResumptionUpdate": {"newHandle": handle, "resumable": True}})
 
     async def _realtime_input(self, body: Any) -> None:
+        text = body.get("text") if isinstance(body, dict) else None
+        if isinstance(text, str):
+            # realtimeInput.text: user input whose turn ends by itself (PC-G
+            # _send_user_text: "turn completion is automatically inferred"). Taken
+            # here as user activity, which interrupts a generation as speech does (the
+            # reference does not say; the adapter expects either).
+            await self._interrupt()
+            self.history.append({"role": "user", "parts": [{"text": text}]})
+            self._generate()
+            return
         audio = body.get("audio") if isinstance(body, dict) else None
         if not isinstance(audio, dict):
             raise _Closing(1007, INVALID_ARGUMENT)
@@ -213,6 +305,14 @@ class _Connection:
         fmt = Format(encoding="pcm16", sample_rate=rate)
         for event in self.vad.feed(payload, fmt):
             if event.kind == "speech-start":
+                if self.generating is None and asyncio.get_running_loop().time() < (
+                    self.playing_until
+                ):
+                    # F5 (LK-G l.1127-1136): "the generation is done but playout is not
+                    # finished (turn_complete -> interrupted)".
+                    self.playing_until = 0.0
+                    self.standin.late_interruptions += 1
+                    await self.emit({"serverContent": {"interrupted": True}})
                 await self._interrupt()
             else:
                 await self._user_turn()
@@ -234,7 +334,9 @@ class _Connection:
             raise _Closing(1007, INVALID_ARGUMENT)
         await self._interrupt()  # "A message here will interrupt any current model generation"
         self.history.extend(turns)
-        if body.get("turnComplete"):
+        self._slide()
+        # Gemini 3.x "won't run inference without a realtime input" (PC-G l.1671, F6).
+        if body.get("turnComplete") and not self.gemini_3:
             self._generate()
 
     async def _tool_response(self, body: Any) -> None:
@@ -288,24 +390,69 @@ class _Connection:
             self.answered = asyncio.Event()
             calls = [{"id": c.id, "name": c.name, "args": c.args} for c in reply.calls]
             await self.emit({"toolCall": {"functionCalls": calls}})
+            if reply.abort_after_calls:
+                self.generating = None
+                await self.close(1008, ABORTED)  # F3, F4: during pending tool calls
+                return
             await self.answered.wait()  # the model waits for the responses (blocking)
             standin = self.standin
             follow = standin.replies.popleft() if standin.replies else standin.default_reply
             await self._run(follow)
             return
         self.generating = None
-        # UsageMetadata rides on the turn's last message.
+        self._slide()
+        # UsageMetadata rides on the turn's last message; the prompt is the context.
+        prompt = 50 + sum(_tokens(turn) for turn in self.history)
         usage = {
-            "promptTokenCount": 50 + 10 * len(self.history),
+            "promptTokenCount": prompt,
             "responseTokenCount": audio_bytes // 1920,
-            "totalTokenCount": 50 + 10 * len(self.history) + audio_bytes // 1920,
+            "totalTokenCount": prompt + audio_bytes // 1920,
             "cachedContentTokenCount": 16 if len(self.history) > 2 else 0,
             "promptTokensDetails": [{"modality": "TEXT", "tokenCount": 50}],
             "responseTokensDetails": [{"modality": "AUDIO", "tokenCount": audio_bytes // 1920}],
         }
+        complete: dict[str, Any] = {"turnComplete": True}
+        if reply.reason is not None:
+            complete["turnCompleteReason"] = reply.reason
         await self.emit({"serverContent": {"generationComplete": True}})
-        await self.emit({"serverContent": {"turnComplete": True}, "usageMetadata": usage})
+        await self.emit({"serverContent": complete, "usageMetadata": usage})
+        # The service assumes real-time playback of what it sent (GENAI
+        # generationComplete); the stand-in's clients may lag by ``playout_lag``.
+        self.playing_until = asyncio.get_running_loop().time() + self.standin.playout_lag
         await self._resumption_update()
+        self.turns_completed += 1
+        lifetime = self.standin.lifetime_turns
+        if lifetime is not None and self.turns_completed == lifetime:
+            await self.go_away(self.standin.lifetime_time_left)
+
+    def _slide(self) -> None:
+        """SlidingWindow (GENAI): past ``trigger_tokens`` the oldest turns go, "always
+        cut at start of USER role turn", down to half the trigger."""
+        trigger = self.standin.trigger_tokens
+        if trigger is None or sum(_tokens(t) for t in self.history) <= trigger:
+            return
+        for start, turn in enumerate(self.history):
+            rest = self.history[start:]
+            if turn.get("role") == "user" and sum(_tokens(t) for t in rest) <= trigger // 2:
+                self.standin.slid.append(self.history[:start])
+                self.history = rest
+                return
+        self.standin.slid.append(self.history)
+        self.history = []
+
+    async def go_away(self, time_left: float) -> None:
+        """GoAway {timeLeft}; a client still here when it runs out is cut (F1, F2)."""
+        await self.emit({"goAway": {"timeLeft": f"{time_left:g}s"}})
+        self.going_away = asyncio.get_running_loop().create_task(self._expire(time_left))
+        self.standin._tasks.add(self.going_away)
+        self.going_away.add_done_callback(self.standin._tasks.discard)
+
+    async def _expire(self, time_left: float) -> None:
+        await asyncio.sleep(time_left)
+        if self.ws.state is State.OPEN:
+            self.standin.expired += 1
+            code = self.standin.go_away_close
+            await self.close(code, GO_AWAY_1008 if code == 1008 else GO_AWAY_1011)
 
     async def _interrupt(self) -> None:
         """Activity (or client content) during a generation stops it: interrupted, its
@@ -342,8 +489,32 @@ class GeminiStandIn:
         user_transcript: str = "what is the weather",
         threshold: float = 0.02,
         silence_ms: float = 200.0,
+        playout_lag: float = 0.5,
+        lifetime_turns: int | None = None,
+        lifetime_time_left: float = 1.0,
+        go_away_close: int = 1008,
+        trigger_tokens: int | None = None,
     ) -> None:
         self.api_key = api_key
+        #: Seconds the service takes the client to be playing after a turnComplete (F5).
+        self.playout_lag = playout_lag
+        #: goAway after this many turns of a connection (compressed connection lifetime,
+        #: F1, F2), with this ``timeLeft``, then the close ``go_away_close``.
+        self.lifetime_turns = lifetime_turns
+        self.lifetime_time_left = lifetime_time_left
+        self.go_away_close = go_away_close
+        #: The sliding window's trigger (tokens of context), None: never slides.
+        self.trigger_tokens = trigger_tokens
+        #: What the window cut, each time it slid.
+        self.slid: list[list[dict[str, Any]]] = []
+        #: Messages that are not what google-genai's types describe (both ways).
+        self.invalid: list[str] = []
+        #: Connections cut after a goAway because the client stayed; resumes refused
+        #: because the old connection was still open (F9).
+        self.expired = 0
+        self.resumed_while_open = 0
+        #: ``interrupted`` sent after a turnComplete, with no generation in flight (F5).
+        self.late_interruptions = 0
         self.models = models
         self.user_transcript = user_transcript
         self.threshold = threshold
@@ -361,6 +532,7 @@ class GeminiStandIn:
         self.cancelled: set[str] = set()
         #: Resumption handles -> the conversation they resume.
         self.handles: dict[str, list[dict[str, Any]]] = {}
+        self.handle_origin: dict[str, _Connection] = {}
         #: (path, headers) of every handshake.
         self.handshakes: list[tuple[str, dict[str, str]]] = []
         #: (code, reason) of every close the service made.
@@ -399,8 +571,10 @@ class GeminiStandIn:
         await self.start()
         return self
 
-    async def __aexit__(self, *exc: object) -> None:
+    async def __aexit__(self, kind: object, *exc: object) -> None:
         await self.close()
+        if kind is None:
+            assert not self.invalid, "\n".join(self.invalid)
 
     async def _serve(self, ws: ServerConnection) -> None:
         connection = _Connection(self, ws, len(self.connections) + 1)
@@ -419,8 +593,7 @@ class GeminiStandIn:
                     raise _Closing(1007, "API key not valid. Please pass a valid API key.")
                 await connection.handle(message)
         except _Closing as closing:
-            self.closes.append((closing.code, closing.reason))
-            await ws.close(closing.code, closing.reason)
+            await connection.close(closing.code, closing.reason)
         except ConnectionClosed:
             pass
         finally:
@@ -464,13 +637,20 @@ class GeminiStandIn:
                 raise AssertionError(f"{len(self.connections)} connection(s), expected {count}")
             await asyncio.sleep(0.002)
 
-    async def go_away(self, close_code: int = 1000) -> None:
-        """GoAway {timeLeft}, then the disconnect it announced."""
-        connection = self.connections[-1]
-        await connection.emit({"goAway": {"timeLeft": "0.05s"}})
-        await asyncio.sleep(0.05)
-        await connection.ws.close(close_code, "session time limit reached")
+    async def go_away(self, time_left: float = 1.0) -> None:
+        """GoAway {timeLeft} on the latest connection; closed with ``go_away_close`` if
+        the client is still there when it runs out (F1, F2)."""
+        await self.connections[-1].go_away(time_left)
+
+    async def abort(self, code: int = 1008, reason: str = ABORTED) -> None:
+        """Close the latest connection as the service does mid-session (F3, F4)."""
+        await self.connections[-1].close(code, reason)
 
     def drop(self) -> None:
         """Cut the latest connection at once, without a close frame."""
         self.connections[-1].ws.transport.abort()
+
+
+def _tokens(turn: dict[str, Any]) -> int:
+    """A turn's size in tokens, roughly (four characters a token)."""
+    return len(json.dumps(turn)) // 4

@@ -3,7 +3,8 @@
 One provider WebSocket (``BidiGenerateContent``) per vRT session, speaking the protocol
 of "Live API - WebSockets API reference" (https://ai.google.dev/api/live). See
 ``docs/agent-gemini-live.md`` for the settings, the full mapping, the provider messages
-handled and ignored, and the failure behaviour.
+handled and ignored, and the failure behaviour; its "Sources" table lists the reports
+cited here as F1-F9 (what the service does in long sessions) and GENAI, LK-G, PC-G.
 
 What maps to what (the agent seam of ``docs/agents.md``; no special case in the server):
 
@@ -24,27 +25,38 @@ What maps to what (the agent seam of ``docs/agents.md``; no special case in the 
 * the service's own activity detection hears the user; speech over the model is
   ``serverContent.interrupted``, which is ``session.user_started_speaking()`` (a
   ``listening`` turn, the response in flight interrupted, §6.2). Calls the service
-  cancels with it (``toolCallCancellation``) get no response.
+  cancels with it (``toolCallCancellation``) get no response. ``interrupted`` after a
+  generation's ``turnComplete`` (the client still plays it, F5) is the same listening
+  turn, and drops nothing.
 * model output: ``modelTurn`` audio parts are output frames, written as they arrive,
   ``outputTranscription`` chunks are agent transcript partials (final at
   ``turnComplete``), ``inputTranscription`` chunks user transcript partials (final at
   the model's next ``turnComplete``); ``turnComplete`` ends the turn unless it waits
   for tool results.
 * user text is a ``clientContent`` turn with ``turnComplete`` (it interrupts the
-  model's generation, which the service then confirms with ``interrupted``); the
-  application context is a ``clientContent`` data turn without ``turnComplete``, sent
-  only between generations (a message would interrupt one), never in the instructions.
+  model's generation, which the service then confirms with ``interrupted``), or for a
+  ``gemini-3*`` model ``realtimeInput.text`` (F6, PC-G); the application context is a
+  ``clientContent`` data turn without ``turnComplete``, sent only between generations
+  (a message would interrupt one), never in the instructions, and sent again when the
+  sliding window cut it (``promptTokenCount`` dropped).
+* ``turnCompleteReason`` (e.g. ``MALFORMED_FUNCTION_CALL``) is a recoverable
+  ``AGENT_ERROR``.
 * an ``interrupt`` from the client: the Live API has no cancel message, so the rest of
   the generation in flight is dropped here until its ``turnComplete``; the provider's
   context keeps what it generated. A ``playback`` report has nothing to cut: the
   service has no truncate message (it assumes real-time playback and cuts its context
   itself when its activity detection interrupts the model).
-* failures come as close codes: 1007 (an invalid argument, a wrong key) and 1008 (a
-  model it does not serve) end the vRT session with a non-recoverable ``AGENT_ERROR``;
-  a ``goAway`` and the disconnect that follows, a dropped or failed (1011) connection
-  reconnect, resuming the conversation with the last ``sessionResumptionUpdate``
-  handle (one recoverable ``AGENT_ERROR`` if a turn was cut or the history is lost),
-  bounded as in the Realtime adapter (``max_failed_links``, ``give_up_after``).
+* failures come as close codes. Before ``setupComplete`` 1007 (an invalid argument, a
+  wrong key) and 1008 (a model it does not serve) end the vRT session with a
+  non-recoverable ``AGENT_ERROR``; after it every close is a failed link (the service
+  aborts established sessions with 1008, F3, F4). A ``goAway`` is answered at the next
+  turn boundary within its ``timeLeft``: the socket is closed first (the service
+  refuses a resume while it is open, F9), then a new one resumes with the latest
+  handle; any close after a ``goAway`` is expected (1008, 1011: F1, F2). A dropped or
+  failed connection reconnects the same way, bounded as in the Realtime adapter
+  (``max_failed_links``, ``give_up_after``), with one recoverable ``AGENT_ERROR`` when
+  a turn was cut. Without a usable handle the new provider session is given the
+  conversation so far (``gemini_log.py``, ``replay.gemini_turns``).
 * ``usageMetadata`` is summed in ``agent.usage`` and logged at DEBUG.
 
 The API key comes only from ``GOOGLE_API_KEY`` or ``GEMINI_API_KEY`` (in that order,
@@ -60,8 +72,7 @@ import contextlib
 import logging
 import os
 import re
-from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from collections.abc import Sequence
 from typing import Any, ClassVar, Final
 
 import orjson
@@ -70,13 +81,12 @@ from websockets.asyncio.client import ClientConnection
 
 from ..audio import pcmu_to_pcm16
 from ..protocol.ids import new_id
-from ..protocol.messages import PCM16_24K, UNSET, Format
+from ..protocol.messages import UNSET, Format
 from .base import (
     AgentFactory,
     AgentInput,
     AgentSession,
     AgentSetupError,
-    AudioItem,
     ContextChanged,
     ResponseInterrupted,
     ToolSettled,
@@ -85,16 +95,19 @@ from .base import (
 )
 from .context_data import CONTEXT_RULE, context_message
 from .function_names import GEMINI, FunctionNames
-from .history import HistoryEntry
-from .provider_socket import (
-    LinkSettings,
-    ProviderAgent,
-    ProviderSocket,
-    check_ws_url,
-    keyed_factory,
-    option_reader,
-    register_secret,
+from .gemini_config import (
+    DEFAULT_BASE_URL,
+    DEFAULT_MODEL,
+    INPUT_FORMATS,
+    OUTPUT_FORMATS,
+    GeminiConfig,
+    api_key_from,
+    config_from,
 )
+from .gemini_link import Generation, Link, PendingCall, Speech
+from .gemini_log import ConversationLog
+from .history import AgentSaid, HistoryEntry, ToolCalled, ToolResulted, UserSaid
+from .provider_socket import ProviderAgent, keyed_factory, register_secret
 from .replay import gemini_turns
 from .usage import TokenUsage, count
 
@@ -115,90 +128,16 @@ log = logging.getLogger(__name__)
 #: the logger it is given: it gets this one, which redacts the key.
 _WIRE_LOG: Final = logging.getLogger(f"{__name__}.wire")
 
-PCMU_8K: Final = Format(encoding="pcmu", sample_rate=8000)
-#: pcm16 at these rates goes unchanged (the rate named in the MIME type), pcmu decoded.
-INPUT_FORMATS: Final = (
-    *(Format(encoding="pcm16", sample_rate=rate) for rate in (16000, 24000, 8000, 48000)),
-    PCMU_8K,
-)
-#: "Audio output always uses a sample rate of 24kHz" (Live API, "Audio formats").
-OUTPUT_FORMATS: Final = (PCM16_24K,)
-
-DEFAULT_BASE_URL: Final = (
-    "wss://generativelanguage.googleapis.com/ws/"
-    "google.ai.generativelanguage.v1beta.GenerativeService.BidiGenerateContent"
-)
-#: The model of Google's "Get started with Gemini Live API using WebSockets" guide.
-DEFAULT_MODEL: Final = "gemini-2.5-flash-native-audio-preview-12-2025"
-DEFAULT_VOICE: Final = "Puck"
-DEFAULT_INSTRUCTIONS: Final = "You are a helpful voice assistant. Answer briefly and naturally."
-KEY_VARIABLES: Final = ("GOOGLE_API_KEY", "GEMINI_API_KEY")
-
-_SETTINGS: Final = {
-    "model": "VRT_GEMINI_MODEL",
-    "voice": "VRT_GEMINI_VOICE",
-    "instructions": "VRT_GEMINI_INSTRUCTIONS",
-    "base_url": "VRT_GEMINI_BASE_URL",
-    "transcripts": "VRT_GEMINI_TRANSCRIPTS",
-}
-#: Close codes of a request the service refuses: no retry can help.
+#: Close codes of a request the service refuses, before ``setupComplete`` (a wrong key,
+#: a model it does not serve): no retry can help. After it they are failed links.
 _REFUSED: Final = (1007, 1008)
+#: ``turnCompleteReason`` values that are no failure (GENAI TurnCompleteReason).
+_NORMAL_END: Final = frozenset({"TURN_COMPLETE_REASON_UNSPECIFIED", "NEED_MORE_INPUT"})
 _AUDIO_MIME: Final = re.compile(r"^audio/pcm(?:;\s*rate=(\d+))?", re.IGNORECASE)
 _INTERRUPTED_NOTE: Final = (
     "The user interrupted before this result arrived; the tool may or may not have "
     "taken effect. Do not assume it succeeded."
 )
-
-
-# --- configuration --------------------------------------------------------------------
-
-
-@dataclass(frozen=True, slots=True)
-class GeminiConfig(LinkSettings):
-    """Everything but the API key (not a field, so no repr can print it)."""
-
-    model: str = DEFAULT_MODEL
-    voice: str = DEFAULT_VOICE
-    instructions: str = DEFAULT_INSTRUCTIONS
-    base_url: str = DEFAULT_BASE_URL
-    #: Input and output audio transcription (user and agent transcripts).
-    transcripts: bool = True
-
-    @property
-    def model_name(self) -> str:
-        """The model's resource name, as ``setup.model`` takes it."""
-        return self.model if self.model.startswith("models/") else f"models/{self.model}"
-
-
-def config_from(options: Mapping[str, str], environ: Mapping[str, str]) -> GeminiConfig:
-    """The configuration from ``--agent-option`` values, then ``VRT_GEMINI_*``
-    environment variables, then the defaults. Raises AgentSetupError (one line)."""
-    get = option_reader(options, environ, _SETTINGS, "GEMINI_API_KEY (or GOOGLE_API_KEY)")
-    model = get("model", DEFAULT_MODEL)
-    voice = get("voice", DEFAULT_VOICE)
-    if not model or not voice:
-        raise AgentSetupError("model and voice must not be empty")
-    base_url = get("base_url", DEFAULT_BASE_URL)
-    check_ws_url(base_url, "GEMINI_API_KEY")
-    transcripts = get("transcripts", "on").lower()
-    if transcripts not in ("on", "off"):
-        raise AgentSetupError(f"transcripts must be on or off, not {transcripts!r}")
-    return GeminiConfig(
-        model=model,
-        voice=voice,
-        instructions=get("instructions", DEFAULT_INSTRUCTIONS),
-        base_url=base_url,
-        transcripts=transcripts == "on",
-    )
-
-
-def api_key_from(environ: Mapping[str, str]) -> str | None:
-    """``GOOGLE_API_KEY``, else ``GEMINI_API_KEY`` (the order of Google's SDK)."""
-    for name in KEY_VARIABLES:
-        value = environ.get(name, "").strip()
-        if value:
-            return value
-    return None
 
 
 def setup(options: dict[str, str]) -> AgentFactory:
@@ -214,65 +153,10 @@ def setup(options: dict[str, str]) -> AgentFactory:
     return keyed_factory(GeminiLiveAgent, config, api_key, log, _WIRE_LOG)
 
 
-# --- per provider session state ------------------------------------------------------
-
-
-@dataclass(slots=True)
-class _Generation:
-    """One model generation (``modelTurn`` content up to ``turnComplete``) and the vRT
-    turn it speaks for."""
-
-    turn: Turn
-    vrt_id: str  # its audio item, announced with the first audio
-    item: AudioItem | None = None
-    transcript: str = ""
-
-
-@dataclass(slots=True)
-class _Speech:
-    """The user's words being transcribed (``inputTranscription``)."""
-
-    vrt_id: str
-    turn: Turn | None
-    text: str = ""
-
-
-@dataclass(slots=True)
-class _Call:
-    provider_id: str
-    function: str
-    turn: Turn
-
-
-class _Link(ProviderSocket):
-    """One provider WebSocket, i.e. one provider session, and the state that dies with
-    it."""
-
-    def __init__(self, ws: ClientConnection, resumed_with: str | None) -> None:
-        super().__init__(ws)
-        self.resumed_with = resumed_with
-        self.ready = False  # setupComplete seen
-        self.setup_timer: asyncio.TimerHandle | None = None
-        self.generation: _Generation | None = None
-        #: Drop model output until the generation in flight ends (its turnComplete).
-        self.drop = False
-        #: ``interrupted`` events our own clientContent caused (not the user's voice).
-        self.expect_interrupt = 0
-        self.speech: _Speech | None = None
-        self.calls: dict[str, _Call] = {}  # by public callId, awaiting ToolSettled
-        self.cancelled: set[str] = set()  # provider call ids the service cancelled
-        self.context_dirty = False
-
-    async def close(self) -> None:
-        if self.setup_timer is not None:
-            self.setup_timer.cancel()
-        await super().close()
-
-
 # --- the agent ------------------------------------------------------------------------
 
 
-class GeminiLiveAgent(ProviderAgent[_Link]):
+class GeminiLiveAgent(ProviderAgent[Link]):
     """One vRT session's agent: one provider session at a time, resumed after a
     reconnect when the service gave a handle."""
 
@@ -291,14 +175,20 @@ class GeminiLiveAgent(ProviderAgent[_Link]):
         register_secret(api_key, log, _WIRE_LOG)
         self._context: Any = None
         self._context_sent = False  # the current context is in the provider's history
+        #: It went after the latest handle: a session resumed with that handle lacks it.
+        self._context_after_handle = False
         self._names = FunctionNames((), GEMINI)
         #: The latest handle that resumes the provider's conversation.
         self._resume: str | None = None
         self._warned_rate = False
         #: Tokens the model used in this session (see ``usage.py``).
         self.usage = TokenUsage()
-        #: The conversation so far, for the first provider session (``restore``).
-        self._restored: Sequence[HistoryEntry] = ()
+        #: The conversation so far, replayed to a provider session that starts
+        #: without a handle (``restore`` gives its beginning).
+        self._conversation = ConversationLog()
+        #: Gemini 3.x takes user text as realtimeInput.text and runs no inference on a
+        #: clientContent turn alone (PC-G ``_send_user_text``, l.1671; F6).
+        self._realtime_text = "gemini-3" in config.model
 
     def __repr__(self) -> str:
         return f"GeminiLiveAgent(model={self.config.model!r}, url={self.config.base_url!r})"
@@ -309,7 +199,7 @@ class GeminiLiveAgent(ProviderAgent[_Link]):
         """The conversation so far (a session moved to this process): sent as text
         turns that ask for no answer once the first provider session is set up, before
         the context (``replay.gemini_turns``; the Live API takes no other history)."""
-        self._restored = history
+        self._conversation.extend(history)
 
     def _prepare(self, session: AgentSession) -> None:
         self._context = session.context
@@ -320,8 +210,8 @@ class GeminiLiveAgent(ProviderAgent[_Link]):
         # sends it the same way (x-goog-api-key).
         return {"x-goog-api-key": self._api_key}
 
-    def _start(self, ws: ClientConnection) -> _Link:
-        link = _Link(ws, self._resume)
+    def _start(self, ws: ClientConnection) -> Link:
+        link = Link(ws, self._resume)
         link.send({"setup": self._setup_message(self._resume)})
         link.setup_timer = asyncio.get_running_loop().call_later(
             self.config.connect_timeout, self._no_setup_complete, link
@@ -333,7 +223,7 @@ class GeminiLiveAgent(ProviderAgent[_Link]):
         )
         return link
 
-    def _no_setup_complete(self, link: _Link) -> None:
+    def _no_setup_complete(self, link: Link) -> None:
         if not link.ready and link.fatal is None:
             link.fatal = (
                 "the model service did not confirm the session (no setupComplete within "
@@ -376,11 +266,17 @@ class GeminiLiveAgent(ProviderAgent[_Link]):
             message["outputAudioTranscription"] = {}
         return message
 
-    def _classify_close(self, link: _Link) -> None:
+    def _classify_close(self, link: Link) -> None:
         code, reason = link.ws.close_code, link.ws.close_reason or ""
-        if link.fatal is not None or code not in _REFUSED:
+        if link.fatal is not None or link.expected or code not in _REFUSED:
+            return  # after a goAway any close is expected (1008: F1, 1011: F2)
+        if link.ready:
+            # An established session the service aborted ("The operation was aborted.",
+            # during tool calls or at a fixed age: F3, F4; LK-G and PC-G retry it): a
+            # failed link, retried within max_failed_links.
+            log.warning("the model service ended the session (close %s: %s)", code, reason)
             return
-        if link.resumed_with is not None and not link.ready:
+        if link.resumed_with is not None:
             # The handle no longer resumes anything: a new conversation, at once.
             link.retry_now = True
             self._resume = None
@@ -392,26 +288,28 @@ class GeminiLiveAgent(ProviderAgent[_Link]):
             hint = ": check the model option"
         link.fatal = f"the model service refused the session (close {code}: {reason}){hint}"
 
-    def _lost(self, link: _Link) -> None:
+    def _lost(self, link: Link) -> None:
         """The provider connection ended: close the turn in flight (its generation is
-        lost), say so when the client lost something, reconnect (the caller's loop)."""
+        lost), say so when the client lost something, reconnect (the caller's loop)
+        with the latest handle, else with the conversation replayed."""
         session = self.session
-        resumes = self._resume is not None
         turn = session.turn
         cut = session.interrupt()
         if not cut and turn is not None:
             turn.end()  # a listening turn: nothing was said yet, but it is over
-        if cut or not resumes:
-            lost = "" if resumes else "; the conversation history is lost"
-            session.error(
-                f"the connection to the model ended; reconnecting{lost}", recoverable=True
-            )
+        if cut:
+            session.error("the connection to the model ended; reconnecting", recoverable=True)
         else:
-            log.info("the model connection ended between turns; resuming the conversation")
+            log.info(
+                "the model connection ended between turns; %s",
+                "resuming the conversation"
+                if self._resume is not None
+                else "replaying the conversation",
+            )
 
     # -- the provider's messages --
 
-    async def _read(self, link: _Link) -> None:
+    async def _read(self, link: Link) -> None:
         with contextlib.suppress(websockets.ConnectionClosed):
             async for raw in link.ws:
                 try:
@@ -427,41 +325,74 @@ class GeminiLiveAgent(ProviderAgent[_Link]):
                     log.exception("cannot handle a model message (%s)", ", ".join(message))
                 if link.fatal is not None:
                     return
+                if self._quiet(link):
+                    # The goAway's turn boundary: this socket is closed before the next
+                    # one resumes (the service refuses a resume while it is open, F9).
+                    log.info("leaving the model session as it asked; resuming")
+                    return
 
-    def _on_message(self, link: _Link, message: dict[str, Any]) -> None:
+    def _quiet(self, link: Link) -> bool:
+        """After a goAway, a turn boundary: nothing generating, said or awaited, and a
+        handle that has all of it (GENAI: not resumable "executing function calls or
+        just generating")."""
+        return (
+            link.going_away
+            and link.handle_fresh
+            and link.generation is None
+            and not link.drop
+            and not link.calls
+            and link.speech is None
+            and self.session.turn is None
+        )
+
+    def _on_message(self, link: Link, message: dict[str, Any]) -> None:
         # "Server messages may have a usageMetadata field but will otherwise include
         # exactly one of the other fields."
         usage = message.get("usageMetadata")
+        content = message.get("serverContent")
         if isinstance(usage, dict):
             self._count_usage(usage)
+            if isinstance(content, dict) and content.get("turnComplete"):
+                # The turn's figures ride on its turnComplete (PC-G warns when they do
+                # not): one context size per turn to compare.
+                self._check_window(link, usage)
         if "setupComplete" in message:
             self._on_setup_complete(link)
-        elif isinstance(content := message.get("serverContent"), dict):
+        elif isinstance(content, dict):
             self._on_server_content(link, content)
         elif isinstance(tool_call := message.get("toolCall"), dict):
             self._on_tool_call(link, tool_call)
         elif isinstance(cancellation := message.get("toolCallCancellation"), dict):
             link.cancelled.update(str(i) for i in cancellation.get("ids") or ())
         elif isinstance(go_away := message.get("goAway"), dict):
-            link.expected = True  # the disconnect it announces is no failure
+            # The service will end the connection ("terminated as ABORTED" after
+            # timeLeft, GENAI): we leave first, at the next turn boundary (LK-G and
+            # F9 reconnect on goAway), and whatever close comes is no failure.
+            link.expected = True
+            link.going_away = True
             log.info("the model service will disconnect (timeLeft %s)", go_away.get("timeLeft"))
         elif isinstance(update := message.get("sessionResumptionUpdate"), dict):
             handle = update.get("newHandle")
             if update.get("resumable") and isinstance(handle, str) and handle:
                 self._resume = handle
+                link.handle_fresh = True
+                self._context_after_handle = False
 
-    def _on_setup_complete(self, link: _Link) -> None:
+    def _on_setup_complete(self, link: Link) -> None:
         link.ready = True
         if link.setup_timer is not None:
             link.setup_timer.cancel()
             link.setup_timer = None
         if link.resumed_with is None:
-            self._context_sent = False  # a new conversation has no context yet
-            restored, self._restored = self._restored, ()
-            turns = gemini_turns(restored)
+            # A new conversation: it gets the conversation so far (restored, or of
+            # the provider sessions before), which asks for no answer, then the context.
+            self._context_sent = False
+            turns = gemini_turns(self._conversation.entries)
             if turns:
                 link.send({"clientContent": {"turns": turns, "turnComplete": False}})
-        if self._context is not None and not self._context_sent:
+        if self._context is not None and (not self._context_sent or self._context_after_handle):
+            # (A handle resumes the conversation as it was when the service gave it:
+            # a context sent later is sent again, as LK-G sends what came after it.)
             self._send_context(link)
         # Nothing but the setup goes before setupComplete ("Clients should wait for a
         # BidiGenerateContentSetupComplete message before sending any additional
@@ -469,7 +400,7 @@ class GeminiLiveAgent(ProviderAgent[_Link]):
         self._link = link
         self._drain_pending(link)
 
-    def _on_server_content(self, link: _Link, content: dict[str, Any]) -> None:
+    def _on_server_content(self, link: Link, content: dict[str, Any]) -> None:
         if content.get("interrupted"):
             self._on_interrupted(link)
         model_turn = content.get("modelTurn")
@@ -482,8 +413,8 @@ class GeminiLiveAgent(ProviderAgent[_Link]):
             text = part.get("text")
             if isinstance(text, str) and text and not part.get("thought"):
                 generation = self._generation(link)
-                if generation is not None:
-                    generation.turn.text(text)
+                if generation is not None and generation.turn.text(text):
+                    self._conversation.add(AgentSaid(turn_id=generation.turn.id, text=text))
         output = content.get("outputTranscription")
         if isinstance(output, dict) and isinstance(output.get("text"), str):
             self._on_output_transcript(link, output["text"])
@@ -491,9 +422,14 @@ class GeminiLiveAgent(ProviderAgent[_Link]):
         if isinstance(heard, dict) and isinstance(heard.get("text"), str):
             self._on_input_transcript(link, heard["text"])
         if content.get("turnComplete"):
+            reason = content.get("turnCompleteReason")
+            if isinstance(reason, str) and reason not in _NORMAL_END:
+                # The turn ended for a reason (GENAI TurnCompleteReason): the user
+                # should know the answer is missing; the session goes on.
+                self.session.error(f"the model ended its turn early ({reason})")
             self._on_turn_complete(link)
 
-    def _generation(self, link: _Link) -> _Generation | None:
+    def _generation(self, link: Link) -> Generation | None:
         """The generation model output belongs to: the one in flight, or a new one for
         the turn in progress (or a new turn); None while output is dropped."""
         if link.drop:
@@ -502,13 +438,13 @@ class GeminiLiveAgent(ProviderAgent[_Link]):
         if generation is None:
             session = self.session
             turn = session.turn or session.begin_turn("thinking")
-            generation = link.generation = _Generation(turn, new_id("i_"))
+            generation = link.generation = Generation(turn, new_id("i_"))
             speech = link.speech
             if speech is not None and speech.turn is None:
                 speech.turn = turn
         return generation if generation.turn.active else None
 
-    def _on_audio(self, link: _Link, inline: dict[str, Any]) -> None:
+    def _on_audio(self, link: Link, inline: dict[str, Any]) -> None:
         match = _AUDIO_MIME.match(str(inline.get("mimeType") or ""))
         if match is None:
             return
@@ -526,7 +462,7 @@ class GeminiLiveAgent(ProviderAgent[_Link]):
         if generation.item is not None:
             generation.item.write(base64.b64decode(inline.get("data") or ""))
 
-    def _on_output_transcript(self, link: _Link, text: str) -> None:
+    def _on_output_transcript(self, link: Link, text: str) -> None:
         generation = self._generation(link)
         if generation is not None and text:
             generation.transcript += text
@@ -535,36 +471,47 @@ class GeminiLiveAgent(ProviderAgent[_Link]):
                 generation.transcript, final=False, item_id=generation.vrt_id
             )
 
-    def _on_input_transcript(self, link: _Link, text: str) -> None:
+    def _on_input_transcript(self, link: Link, text: str) -> None:
         if not text:
             return
         speech = link.speech
         if speech is None:
-            speech = link.speech = _Speech(new_id("i_"), self.session.turn)
+            speech = link.speech = Speech(new_id("i_"), self.session.turn)
         speech.text += text
         self.session.user_transcript(
             speech.text, final=False, item_id=speech.vrt_id, turn=speech.turn
         )
 
-    def _on_interrupted(self, link: _Link) -> None:
-        """The generation in flight was cut: by our own clientContent (user text), or
-        by the user's voice (barge-in, §6.2). Its rest is dropped until turnComplete."""
+    def _on_interrupted(self, link: Link) -> None:
+        """Our own clientContent (user text) cut the generation in flight, or the user
+        spoke (§6.2): over a generation, or after its turnComplete while the client
+        still plays it (F5; LK-G l.1127-1136 takes both as speech). The user speaking
+        is a listening turn, so the client stops playback (§8.4). Only the rest of a
+        generation still running is dropped, until its turnComplete.
+
+        Before any content of the answer to the user's last text, ``interrupted`` is
+        that text cutting the generation before it (GENAI: "interrupted >
+        turn_complete"), or speech while the answer is pending, which LK-G does not
+        take for speech either: the turnComplete that follows ends no turn."""
+        awaiting_answer = link.asked is not None and link.generation is None and not link.drop
+        running = link.generation is not None or link.drop or awaiting_answer
         if link.expect_interrupt:
             link.expect_interrupt -= 1
-        elif link.generation is not None and not link.drop:
+        elif not awaiting_answer:
             self.session.user_started_speaking()
-        link.drop = True
+        link.drop = running
         link.generation = None
         self._cancelled_by_service(link)
 
-    def _cancelled_by_service(self, link: _Link) -> None:
+    def _cancelled_by_service(self, link: Link) -> None:
         """The service interrupted the generation: it cancels the calls it was waiting
         for (``toolCallCancellation`` follows) and wants no response to them."""
         link.cancelled.update(call.provider_id for call in link.calls.values())
 
-    def _on_turn_complete(self, link: _Link) -> None:
+    def _on_turn_complete(self, link: Link) -> None:
         generation, dropped = link.generation, link.drop
         link.generation, link.drop, link.expect_interrupt = None, False, 0
+        link.handle_fresh = False  # the next handle has this turn
         if not dropped:
             speech = link.speech
             if speech is not None:
@@ -572,19 +519,32 @@ class GeminiLiveAgent(ProviderAgent[_Link]):
                 self.session.user_transcript(
                     speech.text, final=True, item_id=speech.vrt_id, turn=speech.turn
                 )
+                self._conversation.add(UserSaid(text=speech.text, spoken=True))
             if generation is not None and generation.turn.active:
                 turn = generation.turn
-                if generation.transcript:
-                    turn.transcript(generation.transcript, final=True, item_id=generation.vrt_id)
-                if not self._waiting(link, turn):
-                    turn.end()
+                if generation.transcript and turn.transcript(
+                    generation.transcript, final=True, item_id=generation.vrt_id
+                ):
+                    self._conversation.add(
+                        AgentSaid(turn_id=turn.id, text=generation.transcript, spoken=True)
+                    )
+                self._end_unless_waiting(link, turn)
+            elif generation is None and link.asked is not None and link.asked.active:
+                # A generation without content (a turn that ended for a reason, e.g.
+                # MALFORMED_FUNCTION_CALL): the user's question still gets its end.
+                self._end_unless_waiting(link, link.asked)
+            link.asked = None
         if link.context_dirty:
             self._send_context(link)
 
-    def _waiting(self, link: _Link, turn: Turn) -> bool:
+    def _end_unless_waiting(self, link: Link, turn: Turn) -> None:
+        if not self._waiting(link, turn):
+            turn.end()
+
+    def _waiting(self, link: Link, turn: Turn) -> bool:
         return any(call.turn == turn for call in link.calls.values())
 
-    def _on_tool_call(self, link: _Link, tool_call: dict[str, Any]) -> None:
+    def _on_tool_call(self, link: Link, tool_call: dict[str, Any]) -> None:
         generation = self._generation(link)
         for function_call in tool_call.get("functionCalls") or ():
             if not isinstance(function_call, dict):
@@ -624,11 +584,21 @@ class GeminiLiveAgent(ProviderAgent[_Link]):
                 message = future.result().message or "the call was not made"
                 self._respond(link, provider_id, function, _error("FAILED", message))
                 continue
-            link.calls[handle.call_id] = _Call(provider_id, function, turn)
+            link.calls[handle.call_id] = PendingCall(provider_id, function, turn)
+            self._conversation.add(
+                ToolCalled(
+                    call_id=handle.call_id,
+                    name=name,
+                    arguments=arguments,
+                    turn_id=turn.id,
+                    provider_id=provider_id,
+                )
+            )
 
-    def _respond(self, link: _Link, provider_id: str, function: str, response: Any) -> None:
+    def _respond(self, link: Link, provider_id: str, function: str, response: Any) -> None:
         # BidiGenerateContentToolResponse: FunctionResponse {id, name, response}, the
         # response a JSON object ("output" or "error").
+        link.handle_fresh = False
         link.send(
             {
                 "toolResponse": {
@@ -639,7 +609,7 @@ class GeminiLiveAgent(ProviderAgent[_Link]):
             }
         )
 
-    def _on_tool_settled(self, link: _Link, event: ToolSettled) -> None:
+    def _on_tool_settled(self, link: Link, event: ToolSettled) -> None:
         call = link.calls.pop(event.call_id, None)
         if call is None:
             return  # a call of an earlier provider session
@@ -677,7 +647,19 @@ class GeminiLiveAgent(ProviderAgent[_Link]):
 
     # -- context --
 
-    def _send_context(self, link: _Link) -> None:
+    def _check_window(self, link: Link, usage: dict[str, Any]) -> None:
+        """The sliding window cuts the oldest turns, "always at start of USER role
+        turn" (GENAI SlidingWindow), which is how the context went in: when the
+        context (``promptTokenCount``) shrank, the context is sent again."""
+        tokens = count(usage.get("promptTokenCount"))
+        if tokens < link.prompt_tokens and self._context is not None:
+            log.info("the model's context window slid; sending the application context again")
+            self._context_sent = False
+            self._send_context(link)
+        if tokens:
+            link.prompt_tokens = tokens
+
+    def _send_context(self, link: Link) -> None:
         """The context as a data turn (no turnComplete: it asks for no answer), sent
         only between generations: any clientContent interrupts one."""
         if link.generation is not None or link.drop:
@@ -686,6 +668,8 @@ class GeminiLiveAgent(ProviderAgent[_Link]):
         link.context_dirty = False
         if self._context is None:
             return  # nothing to add (a turn already in the history cannot be removed)
+        link.handle_fresh = False
+        self._context_after_handle = True
         link.send(
             {
                 "clientContent": {
@@ -700,7 +684,7 @@ class GeminiLiveAgent(ProviderAgent[_Link]):
 
     # -- the client's events --
 
-    def _send_audio(self, link: _Link, payload: bytes) -> None:
+    def _send_audio(self, link: Link, payload: bytes) -> None:
         fmt = self.session.input_format
         if fmt.encoding == "pcmu":
             payload = pcmu_to_pcm16(payload)
@@ -715,30 +699,44 @@ class GeminiLiveAgent(ProviderAgent[_Link]):
             }
         )
 
-    def _handle(self, link: _Link, event: AgentInput) -> None:
+    def _handle(self, link: Link, event: AgentInput) -> None:
         if isinstance(event, UserTextReceived):
             # The server interrupted the response in flight already (§6.3); the
             # service's generation stops at this clientContent and says so.
-            if link.generation is not None and not link.drop:
+            if link.generation is not None or link.drop:  # the service still generates
                 link.expect_interrupt += 1
                 link.drop = True
                 link.generation = None
             self._cancelled_by_service(link)
-            self.session.begin_turn("thinking")
-            link.send(
-                {
-                    "clientContent": {
-                        "turns": [{"role": "user", "parts": [{"text": event.text}]}],
-                        "turnComplete": True,
+            link.asked = self.session.begin_turn("thinking")
+            self._conversation.add(UserSaid(text=event.text))
+            link.handle_fresh = False
+            if self._realtime_text:
+                link.send({"realtimeInput": {"text": event.text}})
+            else:
+                link.send(
+                    {
+                        "clientContent": {
+                            "turns": [{"role": "user", "parts": [{"text": event.text}]}],
+                            "turnComplete": True,
+                        }
                     }
-                }
-            )
+                )
         elif isinstance(event, ResponseInterrupted):
             generation = link.generation
             if generation is not None and generation.turn.id == event.turn_id:
                 link.drop = True  # the Live API has no cancel: the rest is dropped here
                 link.generation = None
         elif isinstance(event, ToolSettled):
+            self._conversation.add(
+                ToolResulted(
+                    call_id=event.call_id,
+                    ok=event.ok,
+                    output=event.output,
+                    code=event.code,
+                    message=event.message,
+                )
+            )
             self._on_tool_settled(link, event)
         elif isinstance(event, ContextChanged):
             self._context = event.context
