@@ -28,6 +28,27 @@ a call no tool message answers (OpenAI answers 400), and, with ``refuse_stream_o
 a ``stream_options`` member (servers that predate it answer 400). A request with
 ``stream_options.include_usage`` gets a last chunk with ``usage`` before ``[DONE]``.
 
+Two modes make the stand-in a provider that attaches members of its own to what it
+streams and refuses a history that does not bring them back (:meth:`ChatStandIn.refusal`):
+
+* ``thought_signatures`` (Gemini 3 through Google's OpenAI-compatible endpoint): the
+  first tool call of each streamed reply carries ``extra_content.google.thought_signature``
+  ("Gemini 3 … must pass back thought signatures during function calling", for parallel
+  calls only the first has one: ai.google.dev/gemini-api/docs/thought-signatures; the
+  OpenAI-compatible form in crmne/ruby_llm#588). A call of the history that had one and
+  comes back without it is refused with Google's 400, whose body is a JSON *list*
+  (quoted in github.com/manthanabc/paws/issues/103); one whose signature is not one the
+  stand-in gave, with "Corrupted thought signature."
+  (github.com/charmbracelet/crush/issues/1698).
+* ``reasoning`` (DeepSeek's thinking mode): every streamed reply begins with
+  ``delta.reasoning_content`` fragments, then ``content`` chunks carry
+  ``"reasoning_content": null``; an assistant message of the history without
+  ``reasoning_content`` is refused with DeepSeek's 400 "Missing `reasoning_content` field
+  in the assistant message at message index N"
+  (api-docs.deepseek.com/guides/thinking_mode#tool-calls, quoted in
+  github.com/continuedev/continue/issues/10193; DeepSeek V4 wants it on every assistant
+  message: github.com/openclaw/openclaw/issues/73417).
+
 Usage::
 
     standin = ChatStandIn()
@@ -213,6 +234,12 @@ class ChatStandIn:
     def __init__(self) -> None:
         #: Refuse ``stream_options`` as a server that does not know it does.
         self.refuse_stream_options = False
+        #: Gemini 3's thought signatures and DeepSeek's reasoning (module docstring).
+        self.thought_signatures = False
+        self.reasoning = False
+        #: The signature given to each call id, and the reasoning of each reply, in order.
+        self.signatures: dict[str, str] = {}
+        self.reasonings: list[str] = []
         self.requests: list[Recorded] = []
         self._replies: deque[Reply] = deque()
         self._server: asyncio.Server | None = None
@@ -263,11 +290,15 @@ class ChatStandIn:
             async with self._arrived:
                 self.requests.append(recorded)
                 self._arrived.notify_all()
-            refused = refusal(recorded.body, refuse_stream_options=self.refuse_stream_options)
+            refused = refusal(
+                recorded.body, refuse_stream_options=self.refuse_stream_options
+            ) or self._provider_refusal(recorded.body)
             if refused is not None:
                 reply: Reply = refused
             else:
                 reply = self._replies.popleft() if self._replies else _NOTHING_SCRIPTED
+                if isinstance(reply, Stream):
+                    reply = self._attach(reply)
             if isinstance(reply, Status):
                 await _write_status(writer, reply)
                 recorded.finished.set()
@@ -279,6 +310,71 @@ class ChatStandIn:
             writer.close()
             with contextlib.suppress(Exception):
                 await writer.wait_closed()
+
+    # -- the provider's own members --
+
+    def _attach(self, reply: Stream) -> Stream:
+        """``reply`` with the members the mode's provider attaches (module docstring)."""
+        parts: list[Part] = list(reply.parts)
+        if self.thought_signatures:
+            for n, part in enumerate(parts):
+                delta = _delta_of(part)
+                calls = delta.get("tool_calls") if delta is not None else None
+                if delta is not None and calls and calls[0].get("id"):
+                    signature = f"sig-{len(self.signatures) + 1}-" + "A" * 40
+                    self.signatures[calls[0]["id"]] = signature
+                    first = {
+                        **calls[0],
+                        "extra_content": {"google": {"thought_signature": signature}},
+                    }
+                    parts[n] = chunk({**delta, "tool_calls": [first, *calls[1:]]})
+                    break  # only the first call of a step is signed
+        if self.reasoning:
+            number = len(self.reasonings) + 1
+            fragments = [f"The user wants {number}; ", "let me think ", "step by step."]
+            self.reasonings.append("".join(fragments))
+            for n, part in enumerate(parts):
+                delta = _delta_of(part)
+                if delta and delta.get("content"):
+                    parts[n] = chunk({**delta, "reasoning_content": None})
+            thinking = [
+                chunk({"role": "assistant", "content": None, "reasoning_content": f})
+                for f in fragments
+            ]
+            parts[1:1] = thinking
+        return Stream(tuple(parts), reply.done)
+
+    def _provider_refusal(self, body: dict[str, Any]) -> Status | None:
+        for n, message in enumerate(body.get("messages") or ()):
+            if message.get("role") != "assistant":
+                continue
+            if self.reasoning and not isinstance(message.get("reasoning_content"), str):
+                return _bad_request(
+                    "Missing `reasoning_content` field in the assistant message at message "
+                    f"index {n}. For more information, please refer to "
+                    "https://api-docs.deepseek.com/guides/thinking_mode#tool-calls"
+                )
+            for call in message.get("tool_calls") or ():
+                given = self.signatures.get(call.get("id"))
+                if given is None:
+                    continue
+                extra = call.get("extra_content")
+                google = extra.get("google") if isinstance(extra, dict) else None
+                sent = google.get("thought_signature") if isinstance(google, dict) else None
+                name = (call.get("function") or {}).get("name")
+                if sent is None:
+                    return _google_error(
+                        "Function call is missing a thought_signature in functionCall parts. "
+                        "This is required for tools to work correctly, and missing "
+                        "thought_signature may lead to degraded model performance. "
+                        f"Additional data, function call `default_api:{name}` , position "
+                        f"{n + 1}. Please refer to "
+                        "https://ai.google.dev/gemini-api/docs/thought-signatures for more "
+                        "details."
+                    )
+                if sent != given:
+                    return _google_error("Corrupted thought signature.")
+        return None
 
     @staticmethod
     async def _read_request(reader: asyncio.StreamReader) -> Recorded | None:
@@ -362,6 +458,20 @@ def _bad_request(message: str, param: str | None = None) -> Status:
     # OpenAI's error body: {"error": {message, type, param, code}}.
     error = {"message": message, "type": "invalid_request_error", "param": param, "code": None}
     return Status(400, {"error": error})
+
+
+def _google_error(message: str) -> Status:
+    # Google's OpenAI-compatible endpoint: a list of one {"error": {code, message, status}}.
+    return Status(400, [{"error": {"code": 400, "message": message, "status": "INVALID_ARGUMENT"}}])
+
+
+def _delta_of(part: Part) -> dict[str, Any] | None:
+    if isinstance(part, Event) and isinstance(part.data, dict):
+        choices = part.data.get("choices") or ()
+        if choices:
+            delta = choices[0].get("delta")
+            return delta if isinstance(delta, dict) else None
+    return None
 
 
 def refusal(body: Any, *, refuse_stream_options: bool = False) -> Status | None:
