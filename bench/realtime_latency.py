@@ -134,7 +134,7 @@ def summary(samples_ns: list[int]) -> dict[str, float]:
 
 
 async def run(args: argparse.Namespace) -> dict[str, Any]:
-    standin = StandIn(api_key=KEY)
+    standin = StandIn(api_key=KEY, check_types=False)  # the SDK-type check is not measured
     await standin.start()
     config = RealtimeConfig(base_url=standin.url, model="bench", transcription_model=None)
     server = VrtServer(lambda info: OpenAIRealtimeAgent(config, KEY))

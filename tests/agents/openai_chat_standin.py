@@ -49,6 +49,14 @@ streams and refuses a history that does not bring them back (:meth:`ChatStandIn.
   github.com/continuedev/continue/issues/10193; DeepSeek V4 wants it on every assistant
   message: github.com/openclaw/openclaw/issues/73417).
 
+Every request is checked against the openai package's own types (openai-python
+``src/openai/types/chat/completion_create_params.py``, ``CompletionCreateParamsStreaming``:
+every member declared and of its type), and every chunk the stand-in streams against
+its ``ChatCompletionChunk`` model, with no member the model does not declare; the
+provider members of the modes above (and any a test names in
+:attr:`ChatStandIn.provider_members`) are the only exceptions. What the SDK's types
+refuse is recorded in :attr:`ChatStandIn.invalid`, and ``close`` fails the test.
+
 Usage::
 
     standin = ChatStandIn()
@@ -69,6 +77,11 @@ from collections import deque
 from dataclasses import dataclass, field
 from typing import Any, TypeAlias
 
+from openai.types.chat.chat_completion_chunk import ChatCompletionChunk
+from openai.types.chat.completion_create_params import CompletionCreateParamsStreaming
+from openai_realtime_standin import materialized, undeclared_members
+from pydantic import ConfigDict, TypeAdapter, ValidationError
+
 __all__ = [
     "ChatStandIn",
     "Cut",
@@ -81,6 +94,7 @@ __all__ = [
     "Stream",
     "chunk",
     "refusal",
+    "request_problem",
     "text_reply",
     "tool_call_reply",
     "usage_chunk",
@@ -240,6 +254,12 @@ class ChatStandIn:
         #: The signature given to each call id, and the reasoning of each reply, in order.
         self.signatures: dict[str, str] = {}
         self.reasonings: list[str] = []
+        #: Members of assistant messages, tool calls and their functions (and of the
+        #: deltas that carry them) that the SDK's types do not declare but a provider
+        #: sends and wants back; the modes add their own.
+        self.provider_members: set[str] = set()
+        #: Requests and chunks the SDK's types refuse (module docstring).
+        self.invalid: list[str] = []
         self.requests: list[Recorded] = []
         self._replies: deque[Reply] = deque()
         self._server: asyncio.Server | None = None
@@ -266,6 +286,17 @@ class ChatStandIn:
         if self._server is not None:
             with contextlib.suppress(Exception):
                 await asyncio.wait_for(self._server.wait_closed(), 2.0)
+        if self.invalid:
+            problems = "\n  ".join(self.invalid[:10])
+            raise AssertionError(f"what the openai SDK's types refuse:\n  {problems}")
+
+    def _allowed(self) -> frozenset[str]:
+        allowed = set(self.provider_members)
+        if self.thought_signatures:
+            allowed.add("extra_content")
+        if self.reasoning:
+            allowed.add("reasoning_content")
+        return frozenset(allowed)
 
     async def request(self, index: int, timeout: float = 5.0) -> Recorded:
         """The ``index``-th request (from 0), once it arrived."""
@@ -287,6 +318,9 @@ class ChatStandIn:
             recorded = await self._read_request(reader)
             if recorded is None:
                 return
+            problem = request_problem(recorded.body, self._allowed())
+            if problem is not None:
+                self.invalid.append(f"the adapter sent {problem}")
             async with self._arrived:
                 self.requests.append(recorded)
                 self._arrived.notify_all()
@@ -434,6 +468,9 @@ class ChatStandIn:
                     await asyncio.wait({waiter, gone}, return_when=asyncio.FIRST_COMPLETED)
                     waiter.cancel()
                     continue
+                problem = chunk_problem(part, self._allowed())
+                if problem is not None:
+                    self.invalid.append(f"the stand-in sent {problem}")
                 writer.write(_chunked(_sse(part)))
                 await writer.drain()
             if not gone.done():
@@ -458,6 +495,85 @@ def _bad_request(message: str, param: str | None = None) -> Status:
     # OpenAI's error body: {"error": {message, type, param, code}}.
     error = {"message": message, "type": "invalid_request_error", "param": param, "code": None}
     return Status(400, {"error": error})
+
+
+# --- the SDK's types -------------------------------------------------------------------
+
+#: The request as the SDK types ``chat.completions.create(stream=True, ...)``: every
+#: member declared (extra="forbid") and of its exact type (strict). A list of one,
+#: because pydantic takes a config only around a TypedDict, not on it.
+_REQUEST: TypeAdapter[Any] = TypeAdapter(
+    list[CompletionCreateParamsStreaming], config=ConfigDict(extra="forbid", strict=True)
+)
+
+
+def _without(message: dict[str, Any], allowed: frozenset[str]) -> dict[str, Any]:
+    """An assistant message or delta without the provider members ``allowed``, in it,
+    in its tool calls and in their functions."""
+    out = {k: v for k, v in message.items() if k not in allowed}
+    calls = out.get("tool_calls")
+    if isinstance(calls, list):
+        out["tool_calls"] = [
+            {
+                k: ({n: x for n, x in v.items() if n not in allowed} if k == "function" else v)
+                for k, v in call.items()
+                if k not in allowed
+            }
+            if isinstance(call, dict) and isinstance(call.get("function", {}), dict)
+            else call
+            for call in calls
+        ]
+    return out
+
+
+def request_problem(body: Any, allowed: frozenset[str] = frozenset()) -> str | None:
+    """Why the SDK's request types refuse ``body``, or None."""
+    if not isinstance(body, dict):
+        return f"a body that is not an object: {body!r}"
+    messages = body.get("messages")
+    if isinstance(messages, list):
+        body = {
+            **body,
+            "messages": [
+                _without(m, allowed) if isinstance(m, dict) and m.get("role") == "assistant" else m
+                for m in messages
+            ],
+        }
+    try:
+        (validated,) = materialized(_REQUEST.validate_python([body]))
+    except ValidationError as exc:
+        return f"a request: {exc}"
+    if validated != body:
+        return f"a request the SDK's types read as {validated!r}"
+    return None
+
+
+def chunk_problem(part: Part, allowed: frozenset[str] = frozenset()) -> str | None:
+    """Why the SDK's ``ChatCompletionChunk`` refuses a chunk event, or None (other events
+    — ``[DONE]``, an error object — are not chunks)."""
+    if not isinstance(part, Event) or not isinstance(part.data, dict):
+        return None
+    data = part.data
+    if data.get("object") != "chat.completion.chunk":
+        return None
+    choices = [
+        {**c, "delta": _without(c["delta"], allowed)}
+        if isinstance(c, dict) and isinstance(c.get("delta"), dict)
+        else c
+        for c in data.get("choices") or ()
+    ]
+    data = {**data, "choices": choices}
+    try:
+        parsed = ChatCompletionChunk.model_validate(data, strict=True)
+    except ValidationError as exc:
+        return f"a chunk: {exc}"
+    extras = undeclared_members(parsed, "chunk")
+    if extras:
+        return f"a chunk with members the SDK does not know: {', '.join(extras)}"
+    dumped = parsed.model_dump(mode="json", exclude_unset=True, warnings=False)
+    if dumped != data:
+        return f"a chunk the SDK reads as {dumped!r}"
+    return None
 
 
 def _google_error(message: str) -> Status:

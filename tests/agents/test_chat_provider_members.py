@@ -113,6 +113,7 @@ async def test_deepseek_reasoning_is_accumulated_and_sent_back(standin: ChatStan
 async def test_unknown_members_are_kept_whatever_they_are(standin: ChatStandIn) -> None:
     """Members no rule here knows, on the message, the call and its function, keep their
     shape: strings joined across chunks, objects merged, lists extended."""
+    standin.provider_members = {"vendor", "meta", "strict_mode"}  # beyond the SDK's types
     standin.reply(
         _stream(
             chunk({"role": "assistant", "content": None, "vendor": {"trace": ["a"]}}),
