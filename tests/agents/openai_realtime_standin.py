@@ -285,6 +285,27 @@ class _Item:
     type: str
     audio_ms: float = 0.0
     truncated_ms: float | None = None
+    #: What the model knows of it: a message's text or transcript, a call's name and
+    #: arguments, an output (see :meth:`StandIn.conversation`).
+    text: str = ""
+
+
+def _canonical(text: Any) -> str:
+    """JSON text in one spelling (arguments and outputs compare by value)."""
+    try:
+        return json.dumps(json.loads(str(text)), sort_keys=True, separators=(",", ":"))
+    except ValueError:
+        return str(text)
+
+
+def _item_text(item: dict[str, Any]) -> str:
+    kind = item.get("type")
+    if kind == "function_call":
+        return f"{item.get('name')}({_canonical(item.get('arguments'))})"
+    if kind == "function_call_output":
+        return _canonical(item.get("output"))
+    content = item.get("content") or [{}]
+    return str(content[0].get("text") or content[0].get("transcript") or "")
 
 
 @dataclass
@@ -344,6 +365,14 @@ class _Connection:
 
     async def emit(self, event: dict[str, Any], *, check: bool = True) -> None:
         event = {"event_id": self._id("event"), **event}
+        if event["type"] == "response.output_audio_transcript.delta":
+            item = self.items.get(event["item_id"])
+            if item is not None:
+                item.text += event["delta"]
+        elif event["type"] == "conversation.item.input_audio_transcription.completed":
+            item = self.items.get(event["item_id"])
+            if item is not None:
+                item.text = event["transcript"]
         problem = server_event_problem(event) if check and self.standin.check_types else None
         if problem is not None:
             self.standin.invalid.append(f"stand-in sent {problem}")
@@ -461,7 +490,9 @@ class _Connection:
         if item_id in self.items:
             await self.error("item_already_exists", f"item {item_id} already exists", about)
             return
-        self.items[item_id] = _Item(item_id, str(item.get("role", "")), str(item.get("type")))
+        self.items[item_id] = _Item(
+            item_id, str(item.get("role", "")), str(item.get("type")), text=_item_text(item)
+        )
         full = {**item, "id": item_id, "object": "realtime.item", "status": "completed"}
         await self.emit({"type": "conversation.item.added", "previous_item_id": None, "item": full})
         await self.emit({"type": "conversation.item.done", "previous_item_id": None, "item": full})
@@ -792,7 +823,9 @@ class _Connection:
             index += 1
         for call in reply.calls:
             item_id = self._id("item")
-            self.items[item_id] = _Item(item_id, "", "function_call")
+            self.items[item_id] = _Item(
+                item_id, "", "function_call", text=f"{call.name}({_canonical(call.arguments)})"
+            )
             item_json = {
                 "id": item_id,
                 "object": "realtime.item",
@@ -1113,6 +1146,15 @@ class StandIn:
             if (kind is None or event.get("type") == kind)
             and (connection is None or number == connection)
         ]
+
+    def conversation(self, connection: int) -> list[tuple[str, str, str, bool]]:
+        """The conversation the model of ``connection`` holds, in order: (type, role,
+        text, truncated) of each item left in it (deleted ones are gone). A truncated
+        assistant item keeps its full text here; the service drops its transcript
+        ("this will also truncate the transcript", API reference,
+        conversation.item.truncate)."""
+        items = self.connections[connection - 1].items.values()
+        return [(i.type, i.role, i.text, i.truncated_ms is not None) for i in items]
 
     def sent_events(self, kind: str) -> list[dict[str, Any]]:
         return [event for _, event in self.sent if event.get("type") == kind]

@@ -307,6 +307,8 @@ class _Audio:
     heard: int | None = None
     truncated_at: int | None = None
     deleted: bool = False
+    #: ``received`` when the transcript last grew.
+    transcript_at: int = 0
     #: The turn it spoke for, and its words in the conversation log, once logged.
     turn_id: str | None = None
     said: LogSlot | None = None
@@ -659,13 +661,16 @@ class OpenAIRealtimeAgent(ProviderAgent[_Link]):
 
     def _log_audio(self, audio: _Audio) -> None:
         """The words of ``audio`` in the log: its transcript, cut to what the user heard
-        (in proportion to the audio kept: the transcript has no timings), none when
-        nothing was heard."""
+        (in proportion to the audio kept, at a word boundary: the transcript has no
+        timings), none when nothing was heard."""
         text = audio.transcript
         if audio.deleted:
             text = ""
         elif audio.truncated_at is not None:
-            total = _ms(audio.received, self.session.output_format)
+            # The words kept are those of the audio received when they came (the
+            # transcript streams with its audio; all of it may come first).
+            fmt = self.session.output_format
+            total = _ms(audio.transcript_at, fmt) or _ms(audio.received, fmt)
             if 0 < audio.truncated_at < total:
                 kept = text[: len(text) * audio.truncated_at // total]
                 text = kept.rsplit(" ", 1)[0] if " " in kept.strip() else kept
@@ -1032,7 +1037,10 @@ class OpenAIRealtimeAgent(ProviderAgent[_Link]):
         audio = record.audio.get(key)
         if audio is None:
             audio = record.audio[key] = _Audio(key[0], key[1], new_id("i_"))
-            audio.turn_id = record.turn.id if record.turn is not None else None
+            if record.turn is not None and record.turn.active:
+                # Its words' place in the log is here, before speech that interrupts it.
+                audio.turn_id = record.turn.id
+                audio.said = self._conversation.add()
         return audio
 
     def _announce(self, link: _Link, turn: Turn, audio: _Audio) -> AudioItem | None:
@@ -1069,6 +1077,7 @@ class OpenAIRealtimeAgent(ProviderAgent[_Link]):
             return
         audio = self._audio(link, record, event)
         audio.transcript += str(event.get("delta") or "")
+        audio.transcript_at = audio.received
         record.delivered = True
         # A partial transcript is replaced by the next one of the same item (schema).
         # Its item is the one its audio will be announced as (often the text comes
