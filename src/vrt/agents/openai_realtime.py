@@ -135,8 +135,8 @@ from .provider_socket import (
     check_ws_url,
     keyed_factory,
     option_reader,
-    redact,
     register_secret,
+    shown,
 )
 from .replay import realtime_items
 from .usage import TokenUsage, count
@@ -715,8 +715,8 @@ class OpenAIRealtimeAgent(ProviderAgent[_Link]):
         code = error.get("code")
         about = error.get("event_id")
         kind = error.get("type") or "error"
-        message = redact(str(error.get("message") or "no message"))
-        detail = f"{kind}/{code}" if code else str(kind)
+        message = shown(str(error.get("message") or "no message"))
+        detail = shown(f"{kind}/{code}" if code else str(kind), 80)
         if code == "response_cancel_not_active":
             return  # our cancel crossed the response's end: nothing was left to cancel
         if code == "session_expired":
@@ -825,7 +825,8 @@ class OpenAIRealtimeAgent(ProviderAgent[_Link]):
     def _on_user_failed(self, link: _Link, event: dict[str, Any]) -> None:
         error = event.get("error") or {}
         code = error.get("code") or error.get("type") or "unknown"
-        message = redact(str(error.get("message") or "no message"))
+        code = shown(str(code), 80)
+        message = shown(str(error.get("message") or "no message"))
         log.warning("the user's speech could not be transcribed (%s): %s", code, message)
         item = self._user_item(link, event.get("item_id"))
         if item is not None and item.text:
@@ -898,7 +899,7 @@ class OpenAIRealtimeAgent(ProviderAgent[_Link]):
                 code = error.get("code")
                 reason = code or error.get("type") or "unknown"
                 if code in PERMANENT_CODES:
-                    message = redact(str(error.get("message") or ""))
+                    message = shown(str(error.get("message") or ""))
                     link.fatal = f"the model response failed ({reason}): {message}".rstrip(": ")
                     return
                 if live:
