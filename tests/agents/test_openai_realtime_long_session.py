@@ -1,8 +1,9 @@
 """A long session of the openai-realtime agent, in compressed time (issue 30, "How to
 test"): three provider session lifetimes in one vRT session, each ended as the
 service ends a session at its maximum duration (``session_expired``, then close 1001),
-each with text questions, a tool call and a barge-in by speech. The client sees every
-answer exactly once and no error; every new provider session starts with the
+each with text questions, a tool call and a barge-in by speech; the first ends at a
+quiet moment, the second while a client tool runs. The client sees every answer
+exactly once and no error; every new provider session starts with the
 conversation the previous one held (the stand-in's record of each session's items,
 :meth:`StandIn.conversation`)."""
 
@@ -11,6 +12,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import AsyncIterator
 from dataclasses import replace
+from typing import Any
 
 import pytest
 from openai_realtime_standin import FunctionCall, Reply, StandIn
@@ -48,6 +50,17 @@ async def get_weather(city: str, context: ToolContext) -> dict[str, str]:
     return {"city": city, "sky": "sunny"}
 
 
+#: Holds ``slow_weather`` until set: a tool still running when a provider session ends.
+SLOW = asyncio.Event()
+
+
+@tool
+async def slow_weather(city: str, context: ToolContext) -> dict[str, str]:
+    """The weather in a city, slowly."""
+    await SLOW.wait()
+    return {"city": city, "sky": "rainy"}
+
+
 async def configured(standin: StandIn, connection: int) -> None:
     """Until the provider session ``connection`` confirmed its configuration."""
     await standin.wait_connections(connection)
@@ -56,6 +69,17 @@ async def configured(standin: StandIn, connection: int) -> None:
         number == connection and event["type"] == "session.updated"
         for number, event in standin.sent
     ):
+        await asyncio.sleep(0.002)
+
+
+async def called_and_done(standin: StandIn, connection: int, call_id: str) -> None:
+    """Until the response that made the call ``call_id`` on ``connection`` is done."""
+
+    def made_it(event: dict[str, Any]) -> bool:
+        output = event["response"]["output"] if event["type"] == "response.done" else []
+        return any(item.get("call_id") == call_id for item in output)
+
+    while not any(number == connection and made_it(e) for number, e in standin.sent):
         await asyncio.sleep(0.002)
 
 
@@ -123,14 +147,39 @@ async def test_three_provider_lifetimes_keep_the_conversation(standin: StandIn) 
     expected: list[str] = []
     held: list[list[tuple[str, str, str, bool]]] = []
     try:
-        async with session(url, tools=[get_weather]) as s:
+        async with session(url, tools=[get_weather, slow_weather]) as s:
             for n in range(1, LIFETIMES + 1):
                 await configured(standin, n)
                 expected += await one_lifetime(s, standin, n)
                 await s.drain(0.05)  # let the stand-in see the last truncations
                 held.append(standin.conversation(n))
-                if n < LIFETIMES:
+                if n == 1:
+                    await standin.connections[-1].expire()  # at a quiet moment
+                elif n < LIFETIMES:
+                    # While a tool runs: its result goes to the next provider session.
+                    SLOW.clear()
+                    standin.replies.append(
+                        Reply(
+                            audio=payloads(1, 960, seed=50),
+                            transcript=["One moment."],
+                            calls=[FunctionCall("slow_weather", '{"city":"Oslo"}', "call_slow")],
+                        )
+                    )
+                    standin.replies.append(
+                        Reply(audio=payloads(2, 960, seed=51), transcript=["Rainy in Oslo."])
+                    )
+                    await s.client.send_text("weather in Oslo?")
+                    await s.next(RunTool)
+                    await called_and_done(standin, n, "call_slow")
                     await standin.connections[-1].expire()
+                    await configured(standin, n + 1)
+                    SLOW.set()
+                    await s.next(
+                        TranscriptReceived,
+                        lambda e: e.role == "agent" and e.final and "Rainy" in e.text,
+                    )
+                    await s.next(TurnChanged, idle)
+                    expected += ["One moment.", "Rainy in Oslo."]
             await s.drain(0.1)
             assert agent_finals(s) == expected  # every answer, exactly once
             assert not s.all(ErrorReceived)
@@ -149,7 +198,8 @@ async def test_three_provider_lifetimes_keep_the_conversation(standin: StandIn) 
     # The last session holds all three lifetimes: 4 answers, 3 questions typed, one
     # spoken, a call and its output, and the cut story, for each.
     last = standin.conversation(LIFETIMES)
-    assert sum(1 for item in last if item[0] == "function_call") == LIFETIMES
+    assert sum(1 for item in last if item[0] == "function_call") == LIFETIMES + 1
+    assert ("function_call_output", "", '{"output":{"city":"Oslo","sky":"rainy"}}', False) in last
     assert all(any(item[3] for item in items) for items in held)  # a cut answer in each
     assert sum(1 for item in last if item[1] == "user" and item[2] == "wait a moment") == LIFETIMES
 

@@ -237,3 +237,57 @@ def test_the_conversation_log_keeps_the_newest_within_its_bound() -> None:
     assert log.chars <= 10_000
     log.add(AgentSaid(turn_id=None, text="y" * 50_000))
     assert len(log.entries()) == 1
+
+
+async def test_a_tool_call_running_across_a_reconnect_is_answered_by_the_next_session(
+    url: str, standin: StandIn
+) -> None:
+    """The provider session ends while the client runs a tool: the result goes to the
+    next session (its call replayed, its output once the result comes), which answers;
+    the client sees one turn, no error, no interruption."""
+    gate = asyncio.Event()
+
+    @tool
+    async def slow_weather(city: str, context: ToolContext) -> dict[str, str]:
+        """The weather in a city, slowly."""
+        await gate.wait()
+        return {"city": city, "sky": "rainy"}
+
+    standin.replies.append(
+        Reply(
+            audio=payloads(1, 960, seed=7),
+            transcript=["Let me check."],
+            calls=[FunctionCall("slow_weather", '{"city":"Oslo"}', "call_S1")],
+        )
+    )
+    standin.replies.append(Reply(audio=payloads(1, 960, seed=8), transcript=["Rainy in Oslo."]))
+    async with session(url, tools=[slow_weather]) as s:
+        await standin.wait_for("session.update")
+        await s.client.send_text("weather in Oslo?")
+        await s.next(RunTool)
+        while not standin.sent_events("response.done"):
+            await asyncio.sleep(0.002)
+        await standin.connections[-1].expire()
+        await standin.wait_for("session.update", connection=2)
+        await s.drain(0.05)
+        assert [summary(item) for item in created_items(standin, 2)] == [
+            ("message", "user", "weather in Oslo?"),
+            ("message", "assistant", "Let me check."),
+            ("function_call", "call_S1", "slow_weather", {"city": "Oslo"}),
+        ]  # no output yet: the tool still runs
+        gate.set()
+        final = await s.next(
+            TranscriptReceived, lambda e: e.role == "agent" and e.final and "Rainy" in e.text
+        )
+        await s.next(TurnChanged, idle)
+        await s.drain(0.05)
+        assert not s.all(ErrorReceived)
+        assert not s.all(InterruptedEpoch)
+        assert len({e.turn_id for e in s.all(TurnChanged)}) == 1
+        assert final.turn_id == s.all(TurnChanged)[0].turn_id
+    assert summary(created_items(standin, 2)[3]) == (
+        "function_call_output",
+        "call_S1",
+        {"output": {"city": "Oslo", "sky": "rainy"}},
+    )
+    assert len(standin.events("response.create", connection=2)) == 1

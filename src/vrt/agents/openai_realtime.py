@@ -403,6 +403,19 @@ def _provider_format(fmt: Format) -> dict[str, Any]:
     return {"type": "audio/pcm", "rate": 24000}
 
 
+def _result(event: ToolSettled) -> dict[str, Any]:
+    """What the model is told of a call's result (``function_call_output``)."""
+    if event.code == "INTERRUPTED":
+        return {
+            "status": "interrupted",
+            "note": "The user interrupted before this result arrived; the tool may or may "
+            "not have taken effect. Do not assume it succeeded.",
+        }
+    if event.ok:
+        return {"output": event.output}
+    return {"error": {"code": event.code or "FAILED", "message": event.message or ""}}
+
+
 def _ms(nbytes: int, fmt: Format) -> int:
     """Whole milliseconds of ``nbytes`` of output audio (floored: never more than sent)."""
     if fmt.encoding == "pcmu":
@@ -444,6 +457,11 @@ class OpenAIRealtimeAgent(ProviderAgent[_Link]):
         #: A turn whose answer had not begun when its provider session ended: the next
         #: provider session answers it.
         self._resume: Turn | None = None
+        #: Tool calls that were running when their provider session ended (public call
+        #: id -> the provider's call id), and their turn: the results go to the next
+        #: provider session, which then answers.
+        self._carried: dict[str, str] = {}
+        self._carried_turn: Turn | None = None
         self._handlers: dict[str, Callable[[_Link, dict[str, Any]], None]] = {
             "error": self._on_error,
             "session.updated": self._on_session_updated,
@@ -510,8 +528,12 @@ class OpenAIRealtimeAgent(ProviderAgent[_Link]):
         link.confirm_timer = asyncio.get_running_loop().call_later(
             self.config.connect_timeout, self._unconfirmed, link
         )
-        # The conversation so far, then the context, then what waited for a model.
+        # The conversation so far, then the context, then what waited for a model. A
+        # call still running gets its output when its result comes, not now.
+        carried = set(self._carried.values())
         for item in realtime_items(self._conversation.entries(), self._names):
+            if item["type"] == "function_call_output" and item["call_id"] in carried:
+                continue
             link.send({"type": "conversation.item.create", "item": item})
         if self._context is not None:
             self._send_context(link)
@@ -610,7 +632,21 @@ class OpenAIRealtimeAgent(ProviderAgent[_Link]):
                 "model session %d %s; the next one gets the conversation", link.generation, why
             )
             return
-        began = any(r.delivered for r in link.responses.values() if r.turn == turn)
+        if self._carried and turn == self._carried_turn:
+            log.info("model session %d %s; the turn's tool calls still run", link.generation, why)
+            return
+        records = [r for r in link.responses.values() if r.turn == turn]
+        running = [c for c in link.calls.values() if c.response.turn == turn and c.handle]
+        if running and all(r.done and r.status == "completed" for r in records):
+            # The answer so far is complete and its calls run on the client: their
+            # results go to the next provider session, which answers with them.
+            log.info(
+                "model session %d %s; the next one gets the tool results", link.generation, why
+            )
+            self._carried = {c.handle.call_id: c.provider_id for c in running if c.handle}
+            self._carried_turn = turn
+            return
+        began = any(r.delivered for r in records)
         if not began and turn != listening and turn.id in self._inputs:
             log.info("model session %d %s; the next one answers the turn", link.generation, why)
             self._resume = turn
@@ -1167,12 +1203,15 @@ class OpenAIRealtimeAgent(ProviderAgent[_Link]):
     # -- tool calls --
 
     def _call_output(self, link: _Link, call: _Call, output: Any) -> None:
+        self._output(link, call.provider_id, output)
+
+    def _output(self, link: _Link, provider_id: str, output: Any) -> None:
         link.send(
             {
                 "type": "conversation.item.create",
                 "item": {
                     "type": "function_call_output",
-                    "call_id": call.provider_id,  # the provider's id, never the public one
+                    "call_id": provider_id,  # the provider's id, never the public one
                     "output": output if isinstance(output, str) else json_text(output),
                 },
             }
@@ -1198,30 +1237,29 @@ class OpenAIRealtimeAgent(ProviderAgent[_Link]):
     def _on_tool_settled(self, link: _Link, event: ToolSettled) -> None:
         call = link.calls.pop(event.call_id, None)
         if call is None:
-            return  # a call of an earlier provider session: that conversation is gone
+            return  # a call of an earlier provider session that was not carried over
         record = call.response
         record.open_calls.discard(event.call_id)
+        self._call_output(link, call, _result(event))
         if event.code == "INTERRUPTED":
             # Never fed back as if current: an explicit record that it was cut off (the
             # tool may have run, §7.2) and no response.create.
-            self._call_output(
-                link,
-                call,
-                {
-                    "status": "interrupted",
-                    "note": "The user interrupted before this result arrived; the tool may "
-                    "or may not have taken effect. Do not assume it succeeded.",
-                },
-            )
             if record.done and not record.open_calls:
                 link.responses.pop(record.id, None)
             return
-        if event.ok:
-            self._call_output(link, call, {"output": event.output})
-        else:
-            error = {"code": event.code or "FAILED", "message": event.message or ""}
-            self._call_output(link, call, {"error": error})
         self._follow_up(link, record)
+
+    def _settle_carried(self, link: _Link, event: ToolSettled, provider_id: str) -> None:
+        """The result of a call an earlier provider session made: its output goes to
+        this one, which answers once every carried call has its result."""
+        self._output(link, provider_id, _result(event))
+        turn = self._carried_turn
+        if self._carried or turn is None:
+            return
+        self._carried_turn = None
+        if turn.active and event.code != "INTERRUPTED":
+            turn.state("thinking")
+            self._request(link, turn)
 
     # -- context --
 
@@ -1297,7 +1335,11 @@ class OpenAIRealtimeAgent(ProviderAgent[_Link]):
                     message=event.message,
                 )
             )
-            self._on_tool_settled(link, event)
+            provider_id = self._carried.pop(event.call_id, None)
+            if provider_id is None:
+                self._on_tool_settled(link, event)
+            else:
+                self._settle_carried(link, event, provider_id)
         elif isinstance(event, ContextChanged):
             self._context = event.context
             self._send_context(link)
