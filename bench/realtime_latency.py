@@ -40,6 +40,7 @@ from websockets.asyncio.client import ClientConnection, connect
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "tests" / "agents"))
+sys.path.insert(0, str(ROOT / "tests"))  # the stand-in imports support.sdk_types
 
 if TYPE_CHECKING:  # the same file, found by mypy through mypy_path = "tests" (pyproject.toml)
     from agents.openai_realtime_standin import Reply, StandIn, stamp_of

@@ -79,8 +79,9 @@ from typing import Any, TypeAlias
 
 from openai.types.chat.chat_completion_chunk import ChatCompletionChunk
 from openai.types.chat.completion_create_params import CompletionCreateParamsStreaming
-from openai_realtime_standin import materialized, undeclared_members
 from pydantic import ConfigDict, TypeAdapter, ValidationError
+
+from support.sdk_types import materialized, undeclared_members
 
 __all__ = [
     "ChatStandIn",

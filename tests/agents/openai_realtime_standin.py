@@ -80,6 +80,7 @@ from websockets.asyncio.server import Server, ServerConnection, serve
 from websockets.exceptions import ConnectionClosed
 from websockets.http11 import Request, Response
 
+from support.sdk_types import materialized, undeclared_members
 from vrt.audio import EnergyVad
 from vrt.protocol.messages import PCM16_24K, Format
 
@@ -90,10 +91,8 @@ __all__ = [
     "Reply",
     "StandIn",
     "client_event_problem",
-    "materialized",
     "server_event_problem",
     "stamp_of",
-    "undeclared_members",
 ]
 
 #: The stand-in's own logger (the provider's side of the wire).
@@ -124,16 +123,6 @@ def _server_models() -> dict[str, type[BaseModel]]:
 _SERVER_MODELS = _server_models()
 
 
-def materialized(value: Any) -> Any:
-    """``value`` with every lazily validated iterable (pydantic validates an
-    ``Iterable[...]`` member as it is iterated) iterated into a list."""
-    if isinstance(value, dict):
-        return {key: materialized(part) for key, part in value.items()}
-    if isinstance(value, str | bytes | int | float | bool) or value is None:
-        return value
-    return [materialized(part) for part in value]
-
-
 def client_event_problem(event: Any) -> str | None:
     """Why the SDK's client event types refuse ``event``, or None."""
     try:
@@ -143,22 +132,6 @@ def client_event_problem(event: Any) -> str | None:
     if validated != event:
         return f"{event.get('type')}: the SDK's types read it as {validated!r}"
     return None
-
-
-def undeclared_members(value: Any, path: str) -> list[str]:
-    """Members of ``value`` no SDK model declares (the models allow and keep them)."""
-    found: list[str] = []
-    if isinstance(value, BaseModel):
-        found.extend(f"{path}.{key}" for key in value.model_extra or {})
-        for key in type(value).model_fields:
-            found.extend(undeclared_members(getattr(value, key), f"{path}.{key}"))
-    elif isinstance(value, list | tuple):
-        for n, part in enumerate(value):
-            found.extend(undeclared_members(part, f"{path}[{n}]"))
-    elif isinstance(value, dict):
-        for key, part in value.items():
-            found.extend(undeclared_members(part, f"{path}.{key}"))
-    return found
 
 
 def server_event_problem(event: dict[str, Any]) -> str | None:
