@@ -17,7 +17,8 @@ import pytest
 from openai_realtime_standin import FunctionCall, Reply, StandIn
 from voice_session import idle, payloads, session
 
-from vrt.agents.history import AgentSaid, ConversationLog, UserSaid
+from vrt.agents import AgentSetupError
+from vrt.agents.history import AgentSaid, ConversationLog, HistoryEntry, UserSaid
 from vrt.agents.openai_realtime import OpenAIRealtimeAgent, config_from
 from vrt.client import (
     AudioChunk,
@@ -291,3 +292,52 @@ async def test_a_tool_call_running_across_a_reconnect_is_answered_by_the_next_se
         {"output": {"city": "Oslo", "sky": "rainy"}},
     )
     assert len(standin.events("response.create", connection=2)) == 1
+
+
+async def test_a_moved_sessions_history_is_replayed_into_every_provider_session(
+    standin: StandIn,
+) -> None:
+    """``restore`` (a session moved from another process) starts the log: the first
+    provider session gets it, and so does the one after the maximum duration."""
+    history: list[HistoryEntry] = [
+        UserSaid(text="my name is Ada"),
+        AgentSaid(turn_id="t1", text="Hello Ada.", spoken=True),
+    ]
+    config = replace(
+        config_from({"base_url": standin.url}, {}), reconnect_initial=0.01, connect_timeout=1.0
+    )
+
+    def restored(info: object) -> OpenAIRealtimeAgent:
+        agent = OpenAIRealtimeAgent(config, API_KEY)
+        agent.restore(history)
+        return agent
+
+    server = VrtServer(restored)
+    try:
+        async with session(await server.start("127.0.0.1", 0)) as s:
+            await standin.wait_for("session.update")
+            await s.client.send_text("what is my name?")
+            await s.next(TurnChanged, idle)
+            await standin.connections[-1].expire()
+            await standin.wait_for("session.update", connection=2)
+            await s.drain(0.05)
+            assert not s.all(ErrorReceived)
+    finally:
+        await server.close()
+    first = [summary(item) for item in created_items(standin, 1)]
+    assert first == [
+        ("message", "user", "my name is Ada"),
+        ("message", "assistant", "Hello Ada."),
+        ("message", "user", "what is my name?"),
+    ]
+    assert [summary(item) for item in created_items(standin, 2)] == [
+        *first,
+        ("message", "assistant", "ok"),  # the stand-in's default answer
+    ]
+
+
+@pytest.mark.parametrize("value", ["-1", "soon", "inf"])
+def test_recycle_after_must_be_a_number_of_seconds(value: str) -> None:
+    with pytest.raises(AgentSetupError, match="recycle_after"):
+        config_from({"recycle_after": value}, {})
+    assert config_from({}, {"VRT_OPENAI_RECYCLE_AFTER": "1200"}).recycle_after == 1200.0
