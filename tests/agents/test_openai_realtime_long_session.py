@@ -114,7 +114,7 @@ async def one_lifetime(s: Session, standin: StandIn, n: int) -> list[str]:
     # The service sends audio it made before the cancel took effect (after_cancel): the
     # adapter cuts the item to what the client got (conversation.item.truncate).
     standin.replies.append(
-        Reply(audio=payloads(40, 960, seed=30 + n), transcript=words, interval=0.02, after_cancel=3)
+        Reply(audio=payloads(40, 960, seed=30 + n), transcript=words, interval=0.05, after_cancel=3)
     )
     standin.replies.append(
         Reply(audio=payloads(2, 960, seed=40 + n), transcript=[f"Sure, waiting {n}."])
