@@ -48,6 +48,13 @@ streams and refuses a history that does not bring them back (:meth:`ChatStandIn.
   (api-docs.deepseek.com/guides/thinking_mode#tool-calls, quoted in
   github.com/continuedev/continue/issues/10193; DeepSeek V4 wants it on every assistant
   message: github.com/openclaw/openclaw/issues/73417).
+* ``reasoning_display_only`` (DeepSeek's ``deepseek-reasoner`` as first released):
+  streams ``reasoning_content`` the same way but refuses an assistant message that
+  brings it back, with 400 "The reasoning_content is an intermediate result for display
+  purposes only ... Please remove the reasoning_content from your message"
+  (api-docs.deepseek.com/guides/reasoning_model, quoted in
+  github.com/OpenHands/software-agent-sdk/pull/1464; the message in
+  github.com/Euyug/Mirai-Gpt-Plugin/issues/4).
 
 Every request is checked against the openai package's own types (openai-python
 ``src/openai/types/chat/completion_create_params.py``, ``CompletionCreateParamsStreaming``:
@@ -252,6 +259,7 @@ class ChatStandIn:
         #: Gemini 3's thought signatures and DeepSeek's reasoning (module docstring).
         self.thought_signatures = False
         self.reasoning = False
+        self.reasoning_display_only = False
         #: The signature given to each call id, and the reasoning of each reply, in order.
         self.signatures: dict[str, str] = {}
         self.reasonings: list[str] = []
@@ -295,7 +303,7 @@ class ChatStandIn:
         allowed = set(self.provider_members)
         if self.thought_signatures:
             allowed.add("extra_content")
-        if self.reasoning:
+        if self.reasoning or self.reasoning_display_only:
             allowed.add("reasoning_content")
         return frozenset(allowed)
 
@@ -364,7 +372,7 @@ class ChatStandIn:
                     }
                     parts[n] = chunk({**delta, "tool_calls": [first, *calls[1:]]})
                     break  # only the first call of a step is signed
-        if self.reasoning:
+        if self.reasoning or self.reasoning_display_only:
             number = len(self.reasonings) + 1
             fragments = [f"The user wants {number}; ", "let me think ", "step by step."]
             self.reasonings.append("".join(fragments))
@@ -383,6 +391,12 @@ class ChatStandIn:
         for n, message in enumerate(body.get("messages") or ()):
             if message.get("role") != "assistant":
                 continue
+            if self.reasoning_display_only and "reasoning_content" in message:
+                return _bad_request(
+                    "The reasoning_content is an intermediate result for display purposes "
+                    "only and will not be included in the context for inference. Please "
+                    "remove the reasoning_content from your message to reduce network traffic."
+                )
             if self.reasoning and not isinstance(message.get("reasoning_content"), str):
                 return _bad_request(
                     "Missing `reasoning_content` field in the assistant message at message "

@@ -253,3 +253,37 @@ async def test_nothing_is_lost_across_a_failed_request(standin: ChatStandIn) -> 
         {"role": "tool", "tool_call_id": "call_f1", "content": "10"},
         {"role": "user", "content": "well?"},
     ]
+
+
+async def test_a_member_the_provider_will_not_take_back_is_dropped(standin: ChatStandIn) -> None:
+    """deepseek-reasoner as first released streamed ``reasoning_content`` and refused it
+    back: the request is made again at once without it, and it is not sent again."""
+    standin.reasoning_display_only = True
+    standin.reply(text_reply("One."), text_reply("Two."), text_reply("Three."))
+    async with session(standin) as client:
+        for text in ("one", "two", "three"):
+            await client.send_text(text)
+            turn = await next_turn(client)
+            assert turn.errors == []
+    refused, retried, third = [await standin.request(n) for n in (1, 2, 3)]
+    assert "reasoning_content" in assistant_messages(refused.messages)[0]
+    assert retried.messages == [
+        {k: v for k, v in m.items() if k != "reasoning_content"} for m in refused.messages
+    ]
+    assert not any("reasoning_content" in m for m in third.messages)
+    assert len(standin.requests) == 4
+
+
+async def test_a_member_the_provider_asks_for_is_never_dropped(standin: ChatStandIn) -> None:
+    """DeepSeek V4's 400 names ``reasoning_content`` without refusing it ("must be
+    passed back"): nothing is retried without it; the client hears the message."""
+    message = "The `reasoning_content` in the thinking mode must be passed back to the API."
+    standin.reasoning = True
+    standin.reply(text_reply("One."), Status(400, {"error": {"message": message}}))
+    async with session(standin) as client:
+        await client.send_text("one")
+        await next_turn(client)
+        await client.send_text("two")
+        turn = await next_turn(client)
+    assert [e.message for e in turn.errors] == [f"the model provider answered HTTP 400: {message}"]
+    assert len(standin.requests) == 2
