@@ -28,6 +28,42 @@ a call no tool message answers (OpenAI answers 400), and, with ``refuse_stream_o
 a ``stream_options`` member (servers that predate it answer 400). A request with
 ``stream_options.include_usage`` gets a last chunk with ``usage`` before ``[DONE]``.
 
+Two modes make the stand-in a provider that attaches members of its own to what it
+streams and refuses a history that does not bring them back (:meth:`ChatStandIn.refusal`):
+
+* ``thought_signatures`` (Gemini 3 through Google's OpenAI-compatible endpoint): the
+  first tool call of each streamed reply carries ``extra_content.google.thought_signature``
+  ("Gemini 3 … must pass back thought signatures during function calling", for parallel
+  calls only the first has one: ai.google.dev/gemini-api/docs/thought-signatures; the
+  OpenAI-compatible form in crmne/ruby_llm#588). A call of the history that had one and
+  comes back without it is refused with Google's 400, whose body is a JSON *list*
+  (quoted in github.com/manthanabc/paws/issues/103); one whose signature is not one the
+  stand-in gave, with "Corrupted thought signature."
+  (github.com/charmbracelet/crush/issues/1698).
+* ``reasoning`` (DeepSeek's thinking mode): every streamed reply begins with
+  ``delta.reasoning_content`` fragments, then ``content`` chunks carry
+  ``"reasoning_content": null``; an assistant message of the history without
+  ``reasoning_content`` is refused with DeepSeek's 400 "Missing `reasoning_content` field
+  in the assistant message at message index N"
+  (api-docs.deepseek.com/guides/thinking_mode#tool-calls, quoted in
+  github.com/continuedev/continue/issues/10193; DeepSeek V4 wants it on every assistant
+  message: github.com/openclaw/openclaw/issues/73417).
+* ``reasoning_display_only`` (DeepSeek's ``deepseek-reasoner`` as first released):
+  streams ``reasoning_content`` the same way but refuses an assistant message that
+  brings it back, with 400 "The reasoning_content is an intermediate result for display
+  purposes only ... Please remove the reasoning_content from your message"
+  (api-docs.deepseek.com/guides/reasoning_model, quoted in
+  github.com/OpenHands/software-agent-sdk/pull/1464; the message in
+  github.com/Euyug/Mirai-Gpt-Plugin/issues/4).
+
+Every request is checked against the openai package's own types (openai-python
+``src/openai/types/chat/completion_create_params.py``, ``CompletionCreateParamsStreaming``:
+every member declared and of its type), and every chunk the stand-in streams against
+its ``ChatCompletionChunk`` model, with no member the model does not declare; the
+provider members of the modes above (and any a test names in
+:attr:`ChatStandIn.provider_members`) are the only exceptions. What the SDK's types
+refuse is recorded in :attr:`ChatStandIn.invalid`, and ``close`` fails the test.
+
 Usage::
 
     standin = ChatStandIn()
@@ -48,6 +84,12 @@ from collections import deque
 from dataclasses import dataclass, field
 from typing import Any, TypeAlias
 
+from openai.types.chat.chat_completion_chunk import ChatCompletionChunk
+from openai.types.chat.completion_create_params import CompletionCreateParamsStreaming
+from pydantic import ConfigDict, TypeAdapter, ValidationError
+
+from support.sdk_types import materialized, undeclared_members
+
 __all__ = [
     "ChatStandIn",
     "Cut",
@@ -60,6 +102,7 @@ __all__ = [
     "Stream",
     "chunk",
     "refusal",
+    "request_problem",
     "text_reply",
     "tool_call_reply",
     "usage_chunk",
@@ -213,6 +256,19 @@ class ChatStandIn:
     def __init__(self) -> None:
         #: Refuse ``stream_options`` as a server that does not know it does.
         self.refuse_stream_options = False
+        #: Gemini 3's thought signatures and DeepSeek's reasoning (module docstring).
+        self.thought_signatures = False
+        self.reasoning = False
+        self.reasoning_display_only = False
+        #: The signature given to each call id, and the reasoning of each reply, in order.
+        self.signatures: dict[str, str] = {}
+        self.reasonings: list[str] = []
+        #: Members of assistant messages, tool calls and their functions (and of the
+        #: deltas that carry them) that the SDK's types do not declare but a provider
+        #: sends and wants back; the modes add their own.
+        self.provider_members: set[str] = set()
+        #: Requests and chunks the SDK's types refuse (module docstring).
+        self.invalid: list[str] = []
         self.requests: list[Recorded] = []
         self._replies: deque[Reply] = deque()
         self._server: asyncio.Server | None = None
@@ -239,6 +295,17 @@ class ChatStandIn:
         if self._server is not None:
             with contextlib.suppress(Exception):
                 await asyncio.wait_for(self._server.wait_closed(), 2.0)
+        if self.invalid:
+            problems = "\n  ".join(self.invalid[:10])
+            raise AssertionError(f"what the openai SDK's types refuse:\n  {problems}")
+
+    def _allowed(self) -> frozenset[str]:
+        allowed = set(self.provider_members)
+        if self.thought_signatures:
+            allowed.add("extra_content")
+        if self.reasoning or self.reasoning_display_only:
+            allowed.add("reasoning_content")
+        return frozenset(allowed)
 
     async def request(self, index: int, timeout: float = 5.0) -> Recorded:
         """The ``index``-th request (from 0), once it arrived."""
@@ -260,14 +327,21 @@ class ChatStandIn:
             recorded = await self._read_request(reader)
             if recorded is None:
                 return
+            problem = request_problem(recorded.body, self._allowed())
+            if problem is not None:
+                self.invalid.append(f"the adapter sent {problem}")
             async with self._arrived:
                 self.requests.append(recorded)
                 self._arrived.notify_all()
-            refused = refusal(recorded.body, refuse_stream_options=self.refuse_stream_options)
+            refused = refusal(
+                recorded.body, refuse_stream_options=self.refuse_stream_options
+            ) or self._provider_refusal(recorded.body)
             if refused is not None:
                 reply: Reply = refused
             else:
                 reply = self._replies.popleft() if self._replies else _NOTHING_SCRIPTED
+                if isinstance(reply, Stream):
+                    reply = self._attach(reply)
             if isinstance(reply, Status):
                 await _write_status(writer, reply)
                 recorded.finished.set()
@@ -279,6 +353,77 @@ class ChatStandIn:
             writer.close()
             with contextlib.suppress(Exception):
                 await writer.wait_closed()
+
+    # -- the provider's own members --
+
+    def _attach(self, reply: Stream) -> Stream:
+        """``reply`` with the members the mode's provider attaches (module docstring)."""
+        parts: list[Part] = list(reply.parts)
+        if self.thought_signatures:
+            for n, part in enumerate(parts):
+                delta = _delta_of(part)
+                calls = delta.get("tool_calls") if delta is not None else None
+                if delta is not None and calls and calls[0].get("id"):
+                    signature = f"sig-{len(self.signatures) + 1}-" + "A" * 40
+                    self.signatures[calls[0]["id"]] = signature
+                    first = {
+                        **calls[0],
+                        "extra_content": {"google": {"thought_signature": signature}},
+                    }
+                    parts[n] = chunk({**delta, "tool_calls": [first, *calls[1:]]})
+                    break  # only the first call of a step is signed
+        if self.reasoning or self.reasoning_display_only:
+            number = len(self.reasonings) + 1
+            fragments = [f"The user wants {number}; ", "let me think ", "step by step."]
+            self.reasonings.append("".join(fragments))
+            for n, part in enumerate(parts):
+                delta = _delta_of(part)
+                if delta and delta.get("content"):
+                    parts[n] = chunk({**delta, "reasoning_content": None})
+            thinking = [
+                chunk({"role": "assistant", "content": None, "reasoning_content": f})
+                for f in fragments
+            ]
+            parts[1:1] = thinking
+        return Stream(tuple(parts), reply.done)
+
+    def _provider_refusal(self, body: dict[str, Any]) -> Status | None:
+        for n, message in enumerate(body.get("messages") or ()):
+            if message.get("role") != "assistant":
+                continue
+            if self.reasoning_display_only and "reasoning_content" in message:
+                return _bad_request(
+                    "The reasoning_content is an intermediate result for display purposes "
+                    "only and will not be included in the context for inference. Please "
+                    "remove the reasoning_content from your message to reduce network traffic."
+                )
+            if self.reasoning and not isinstance(message.get("reasoning_content"), str):
+                return _bad_request(
+                    "Missing `reasoning_content` field in the assistant message at message "
+                    f"index {n}. For more information, please refer to "
+                    "https://api-docs.deepseek.com/guides/thinking_mode#tool-calls"
+                )
+            for call in message.get("tool_calls") or ():
+                given = self.signatures.get(call.get("id"))
+                if given is None:
+                    continue
+                extra = call.get("extra_content")
+                google = extra.get("google") if isinstance(extra, dict) else None
+                sent = google.get("thought_signature") if isinstance(google, dict) else None
+                name = (call.get("function") or {}).get("name")
+                if sent is None:
+                    return _google_error(
+                        "Function call is missing a thought_signature in functionCall parts. "
+                        "This is required for tools to work correctly, and missing "
+                        "thought_signature may lead to degraded model performance. "
+                        f"Additional data, function call `default_api:{name}` , position "
+                        f"{n + 1}. Please refer to "
+                        "https://ai.google.dev/gemini-api/docs/thought-signatures for more "
+                        "details."
+                    )
+                if sent != given:
+                    return _google_error("Corrupted thought signature.")
+        return None
 
     @staticmethod
     async def _read_request(reader: asyncio.StreamReader) -> Recorded | None:
@@ -338,6 +483,9 @@ class ChatStandIn:
                     await asyncio.wait({waiter, gone}, return_when=asyncio.FIRST_COMPLETED)
                     waiter.cancel()
                     continue
+                problem = chunk_problem(part, self._allowed())
+                if problem is not None:
+                    self.invalid.append(f"the stand-in sent {problem}")
                 writer.write(_chunked(_sse(part)))
                 await writer.drain()
             if not gone.done():
@@ -362,6 +510,99 @@ def _bad_request(message: str, param: str | None = None) -> Status:
     # OpenAI's error body: {"error": {message, type, param, code}}.
     error = {"message": message, "type": "invalid_request_error", "param": param, "code": None}
     return Status(400, {"error": error})
+
+
+# --- the SDK's types -------------------------------------------------------------------
+
+#: The request as the SDK types ``chat.completions.create(stream=True, ...)``: every
+#: member declared (extra="forbid") and of its exact type (strict). A list of one,
+#: because pydantic takes a config only around a TypedDict, not on it.
+_REQUEST: TypeAdapter[Any] = TypeAdapter(
+    list[CompletionCreateParamsStreaming], config=ConfigDict(extra="forbid", strict=True)
+)
+
+
+def _without(message: dict[str, Any], allowed: frozenset[str]) -> dict[str, Any]:
+    """An assistant message or delta without the provider members ``allowed``, in it,
+    in its tool calls and in their functions."""
+    out = {k: v for k, v in message.items() if k not in allowed}
+    calls = out.get("tool_calls")
+    if isinstance(calls, list):
+        out["tool_calls"] = [
+            {
+                k: ({n: x for n, x in v.items() if n not in allowed} if k == "function" else v)
+                for k, v in call.items()
+                if k not in allowed
+            }
+            if isinstance(call, dict) and isinstance(call.get("function", {}), dict)
+            else call
+            for call in calls
+        ]
+    return out
+
+
+def request_problem(body: Any, allowed: frozenset[str] = frozenset()) -> str | None:
+    """Why the SDK's request types refuse ``body``, or None."""
+    if not isinstance(body, dict):
+        return f"a body that is not an object: {body!r}"
+    messages = body.get("messages")
+    if isinstance(messages, list):
+        body = {
+            **body,
+            "messages": [
+                _without(m, allowed) if isinstance(m, dict) and m.get("role") == "assistant" else m
+                for m in messages
+            ],
+        }
+    try:
+        (validated,) = materialized(_REQUEST.validate_python([body]))
+    except ValidationError as exc:
+        return f"a request: {exc}"
+    if validated != body:
+        return f"a request the SDK's types read as {validated!r}"
+    return None
+
+
+def chunk_problem(part: Part, allowed: frozenset[str] = frozenset()) -> str | None:
+    """Why the SDK's ``ChatCompletionChunk`` refuses a chunk event, or None (other events
+    — ``[DONE]``, an error object — are not chunks)."""
+    if not isinstance(part, Event) or not isinstance(part.data, dict):
+        return None
+    data = part.data
+    if data.get("object") != "chat.completion.chunk":
+        return None
+    choices = [
+        {**c, "delta": _without(c["delta"], allowed)}
+        if isinstance(c, dict) and isinstance(c.get("delta"), dict)
+        else c
+        for c in data.get("choices") or ()
+    ]
+    data = {**data, "choices": choices}
+    try:
+        parsed = ChatCompletionChunk.model_validate(data, strict=True)
+    except ValidationError as exc:
+        return f"a chunk: {exc}"
+    extras = undeclared_members(parsed, "chunk")
+    if extras:
+        return f"a chunk with members the SDK does not know: {', '.join(extras)}"
+    dumped = parsed.model_dump(mode="json", exclude_unset=True, warnings=False)
+    if dumped != data:
+        return f"a chunk the SDK reads as {dumped!r}"
+    return None
+
+
+def _google_error(message: str) -> Status:
+    # Google's OpenAI-compatible endpoint: a list of one {"error": {code, message, status}}.
+    return Status(400, [{"error": {"code": 400, "message": message, "status": "INVALID_ARGUMENT"}}])
+
+
+def _delta_of(part: Part) -> dict[str, Any] | None:
+    if isinstance(part, Event) and isinstance(part.data, dict):
+        choices = part.data.get("choices") or ()
+        if choices:
+            delta = choices[0].get("delta")
+            return delta if isinstance(delta, dict) else None
+    return None
 
 
 def refusal(body: Any, *, refuse_stream_options: bool = False) -> Status | None:

@@ -45,6 +45,15 @@ adapter must respect; each rule names its source where it is enforced:
 * ``response.done`` with ``usage``, and ``failed`` / ``incomplete`` statuses with their
   ``status_details``;
 * the session's maximum duration: an ``error`` ``session_expired``, then close 1001.
+
+Every event either side sends is checked against the openai package's own types
+(openai-python ``src/openai/types/realtime/``): each client event the adapter sends
+against ``RealtimeClientEventParam`` (the TypedDicts the SDK's ``connection.send``
+takes), every member known and of its type (:func:`client_event_problem`), and each
+event the stand-in sends against the ``RealtimeServerEvent`` models, with no member the
+model does not declare (:func:`server_event_problem`). A misspelt or misplaced member
+is not a call that fails in production: it is recorded in :attr:`StandIn.invalid`,
+and the stand-in's ``close`` fails the test.
 """
 
 from __future__ import annotations
@@ -62,21 +71,86 @@ from collections import deque
 from collections.abc import Callable, Coroutine
 from dataclasses import dataclass, field
 from http import HTTPStatus
-from typing import Any
+from typing import Any, get_args
 
+from openai.types.realtime.realtime_client_event_param import RealtimeClientEventParam
+from openai.types.realtime.realtime_server_event import RealtimeServerEvent
+from pydantic import BaseModel, ConfigDict, TypeAdapter, ValidationError
 from websockets.asyncio.server import Server, ServerConnection, serve
 from websockets.exceptions import ConnectionClosed
 from websockets.http11 import Request, Response
 
+from support.sdk_types import materialized, undeclared_members
 from vrt.audio import EnergyVad
 from vrt.protocol.messages import PCM16_24K, Format
 
-__all__ = ["LOGGER", "PCMU_8K", "FunctionCall", "Reply", "StandIn", "stamp_of"]
+__all__ = [
+    "LOGGER",
+    "PCMU_8K",
+    "FunctionCall",
+    "Reply",
+    "StandIn",
+    "client_event_problem",
+    "server_event_problem",
+    "stamp_of",
+]
 
 #: The stand-in's own logger (the provider's side of the wire).
 LOGGER = "standin"
 PCMU_8K = Format(encoding="pcmu", sample_rate=8000)
 _STAMP = struct.Struct("<q")
+
+
+# --- the SDK's types -------------------------------------------------------------------
+
+#: The client events as the SDK types what ``connection.send`` takes: every member must
+#: be one the TypedDict declares (extra="forbid") and of its exact type (strict).
+_CLIENT_EVENT: TypeAdapter[Any] = TypeAdapter(
+    RealtimeClientEventParam, config=ConfigDict(extra="forbid", strict=True)
+)
+
+
+def _server_models() -> dict[str, type[BaseModel]]:
+    """The model of each server event ``type`` in the SDK's ``RealtimeServerEvent``."""
+    union = get_args(RealtimeServerEvent)[0]  # Annotated[Union[...], discriminator]
+    models: dict[str, type[BaseModel]] = {}
+    for model in get_args(union):
+        for name in get_args(model.model_fields["type"].annotation):
+            models[name] = model
+    return models
+
+
+_SERVER_MODELS = _server_models()
+
+
+def client_event_problem(event: Any) -> str | None:
+    """Why the SDK's client event types refuse ``event``, or None."""
+    try:
+        validated = materialized(_CLIENT_EVENT.validate_python(event))
+    except ValidationError as exc:
+        return f"{event.get('type') if isinstance(event, dict) else event!r}: {exc}"
+    if validated != event:
+        return f"{event.get('type')}: the SDK's types read it as {validated!r}"
+    return None
+
+
+def server_event_problem(event: dict[str, Any]) -> str | None:
+    """Why the SDK's ``RealtimeServerEvent`` models refuse ``event``, or None."""
+    kind = event.get("type")
+    model = _SERVER_MODELS.get(str(kind))
+    if model is None:
+        return f"{kind}: not a server event of the SDK"
+    try:
+        parsed = model.model_validate(event, strict=True)
+    except ValidationError as exc:
+        return f"{kind}: {exc}"
+    extras = undeclared_members(parsed, str(kind))
+    if extras:
+        return f"{kind}: members the SDK does not know: {', '.join(extras)}"
+    dumped = parsed.model_dump(mode="json", exclude_unset=True, warnings=False)
+    if dumped != event:
+        return f"{kind}: the SDK reads it as {dumped!r}"
+    return None
 
 
 def stamp_of(payload: bytes) -> int:
@@ -184,6 +258,27 @@ class _Item:
     type: str
     audio_ms: float = 0.0
     truncated_ms: float | None = None
+    #: What the model knows of it: a message's text or transcript, a call's name and
+    #: arguments, an output (see :meth:`StandIn.conversation`).
+    text: str = ""
+
+
+def _canonical(text: Any) -> str:
+    """JSON text in one spelling (arguments and outputs compare by value)."""
+    try:
+        return json.dumps(json.loads(str(text)), sort_keys=True, separators=(",", ":"))
+    except ValueError:
+        return str(text)
+
+
+def _item_text(item: dict[str, Any]) -> str:
+    kind = item.get("type")
+    if kind == "function_call":
+        return f"{item.get('name')}({_canonical(item.get('arguments'))})"
+    if kind == "function_call_output":
+        return _canonical(item.get("output"))
+    content = item.get("content") or [{}]
+    return str(content[0].get("text") or content[0].get("transcript") or "")
 
 
 @dataclass
@@ -210,9 +305,10 @@ class _Connection:
         self.ws = ws
         self.number = number
         self.session: dict[str, Any] = {
+            # As the SDK types the session of session.created/updated
+            # (session_created_event.py: a RealtimeSessionCreateRequest, which declares
+            # no ``id`` or ``object``; the adapter reads neither).
             "type": "realtime",
-            "object": "realtime.session",
-            "id": f"sess_{number}",
             "model": "stand-in",
             "output_modalities": ["audio"],
             "audio": {
@@ -240,8 +336,19 @@ class _Connection:
     def _id(self, prefix: str) -> str:
         return f"{prefix}_{self.number}_{next(self.standin._ids)}"
 
-    async def emit(self, event: dict[str, Any]) -> None:
+    async def emit(self, event: dict[str, Any], *, check: bool = True) -> None:
         event = {"event_id": self._id("event"), **event}
+        if event["type"] == "response.output_audio_transcript.delta":
+            item = self.items.get(event["item_id"])
+            if item is not None:
+                item.text += event["delta"]
+        elif event["type"] == "conversation.item.input_audio_transcription.completed":
+            item = self.items.get(event["item_id"])
+            if item is not None:
+                item.text = event["transcript"]
+        problem = server_event_problem(event) if check and self.standin.check_types else None
+        if problem is not None:
+            self.standin.invalid.append(f"stand-in sent {problem}")
         self.standin.sent.append((self.number, event))
         with contextlib.suppress(ConnectionClosed):
             await self.ws.send(json.dumps(event))
@@ -344,7 +451,9 @@ class _Connection:
     def _merge(self, into: dict[str, Any], update: dict[str, Any]) -> None:
         # session.update: "Only the fields that are present in the session.update are updated."
         for key, value in update.items():
-            if isinstance(value, dict) and isinstance(into.get(key), dict):
+            # An audio format is one of a tagged union (realtime_audio_formats.py:
+            # audio/pcm with ``rate``, audio/pcmu, audio/pcma): a new one replaces it.
+            if key != "format" and isinstance(value, dict) and isinstance(into.get(key), dict):
                 self._merge(into[key], value)
             else:
                 into[key] = value
@@ -354,7 +463,9 @@ class _Connection:
         if item_id in self.items:
             await self.error("item_already_exists", f"item {item_id} already exists", about)
             return
-        self.items[item_id] = _Item(item_id, str(item.get("role", "")), str(item.get("type")))
+        self.items[item_id] = _Item(
+            item_id, str(item.get("role", "")), str(item.get("type")), text=_item_text(item)
+        )
         full = {**item, "id": item_id, "object": "realtime.item", "status": "completed"}
         await self.emit({"type": "conversation.item.added", "previous_item_id": None, "item": full})
         await self.emit({"type": "conversation.item.done", "previous_item_id": None, "item": full})
@@ -685,7 +796,9 @@ class _Connection:
             index += 1
         for call in reply.calls:
             item_id = self._id("item")
-            self.items[item_id] = _Item(item_id, "", "function_call")
+            self.items[item_id] = _Item(
+                item_id, "", "function_call", text=f"{call.name}({_canonical(call.arguments)})"
+            )
             item_json = {
                 "id": item_id,
                 "object": "realtime.item",
@@ -729,6 +842,8 @@ class _Connection:
                     "output_index": index,
                     "call_id": call.call_id,
                     "arguments": call.arguments,
+                    # response_function_call_arguments_done_event.py: ``name`` is required.
+                    "name": call.name,
                 }
             )
             done = {**item_json, "status": "completed", "arguments": call.arguments}
@@ -801,6 +916,7 @@ class _Connection:
                         "output_index": index,
                         "call_id": call.call_id,
                         "arguments": sent,
+                        "name": call.name,
                     }
                 )
                 item = {
@@ -850,6 +966,8 @@ class StandIn:
         (403 is what a key without access to the model gets, same issue #2).
     :param echo_error_event_ids: put the client's ``event_id`` in ``error.event_id``
         (documented; the real service sometimes sends null, so tests run both ways).
+    :param check_types: check every event against the openai SDK's types (module
+        docstring); off only where the check's cost would be measured.
     """
 
     def __init__(
@@ -861,6 +979,7 @@ class StandIn:
         threshold: float = 0.02,
         silence_ms: float = 200.0,
         echo_error_event_ids: bool = True,
+        check_types: bool = True,
     ) -> None:
         self.api_key = api_key
         self.refuse_status = refuse_status
@@ -894,6 +1013,10 @@ class StandIn:
         self.connections: list[_Connection] = []
         #: Refuse this many coming handshakes with HTTP 503 (an outage).
         self.refuse = 0
+        #: Events either side sent that the SDK's types refuse (module docstring); off
+        #: only for the latency bench, where checking would be measured too.
+        self.check_types = check_types
+        self.invalid: list[str] = []
         self._ids = itertools.count(1)
         self._tasks: set[asyncio.Task[None]] = set()
         self._server: Server | None = None
@@ -922,6 +1045,9 @@ class StandIn:
             self._server.close()
             with contextlib.suppress(Exception):
                 await asyncio.wait_for(self._server.wait_closed(), 2.0)
+        if self.invalid:
+            problems = "\n  ".join(self.invalid[:10])
+            raise AssertionError(f"events the openai SDK's types refuse:\n  {problems}")
 
     async def __aenter__(self) -> StandIn:
         await self.start()
@@ -966,6 +1092,9 @@ class StandIn:
         try:
             async for raw in ws:
                 event = json.loads(raw)
+                problem = client_event_problem(event) if self.check_types else None
+                if problem is not None:
+                    self.invalid.append(f"the adapter sent {problem}")
                 self.received.append((connection.number, event))
                 await connection.handle(event)
                 if event.get("type") == "session.update" and self.drop_on_open > 0:
@@ -990,6 +1119,15 @@ class StandIn:
             if (kind is None or event.get("type") == kind)
             and (connection is None or number == connection)
         ]
+
+    def conversation(self, connection: int) -> list[tuple[str, str, str, bool]]:
+        """The conversation the model of ``connection`` holds, in order: (type, role,
+        text, truncated) of each item left in it (deleted ones are gone). A truncated
+        assistant item keeps its full text here; the service drops its transcript
+        ("this will also truncate the transcript", API reference,
+        conversation.item.truncate)."""
+        items = self.connections[connection - 1].items.values()
+        return [(i.type, i.role, i.text, i.truncated_ms is not None) for i in items]
 
     def sent_events(self, kind: str) -> list[dict[str, Any]]:
         return [event for _, event in self.sent if event.get("type") == kind]
@@ -1032,9 +1170,10 @@ class StandIn:
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
 
-    async def inject(self, event: dict[str, Any]) -> None:
-        """Send ``event`` on the latest connection (e.g. an ``error``)."""
-        await self.connections[-1].emit(event)
+    async def inject(self, event: dict[str, Any], *, check: bool = True) -> None:
+        """Send ``event`` on the latest connection (e.g. an ``error``); ``check=False``
+        for an event the SDK's GA types do not have (a beta name a proxy sends)."""
+        await self.connections[-1].emit(event, check=check)
 
     def drop(self) -> None:
         """Cut the latest connection at once, without a close frame."""

@@ -624,8 +624,7 @@ async def test_while_the_model_is_unreachable_text_waits_and_audio_is_dropped(
         async with session(served) as s:
             await standin.wait_for("session.update")
             standin.refuse = 3
-            standin.drop()
-            await s.next(ErrorReceived, lambda e: "lost" in e.message)
+            standin.drop()  # at a quiet moment: nothing to say until it cannot reconnect
             retrying = await s.next(ErrorReceived, lambda e: "cannot reach" in e.message)
             assert "HTTP 503" in retrying.message
             assert retrying.recoverable
@@ -635,7 +634,7 @@ async def test_while_the_model_is_unreachable_text_waits_and_audio_is_dropped(
             await s.next(AudioChunk)
             await s.next(TurnChanged, idle)
             await s.drain(0.05)
-            assert len(s.all(ErrorReceived)) == 2  # one for the loss, one for the outage
+            assert len(s.all(ErrorReceived)) == 1  # one for the outage
         assert len(standin.connections) == 2
         assert not standin.events("input_audio_buffer.append", connection=2)
         (text,) = standin.events("conversation.item.create", connection=2)
@@ -675,8 +674,7 @@ async def test_the_api_key_never_appears_in_logs(
             {"type": "error", "error": {"type": "server_error", "code": None, "message": "boom"}}
         )
         await s.next(ErrorReceived)
-        standin.drop()
-        await s.next(ErrorReceived, lambda e: "lost" in e.message)
+        standin.drop()  # at a quiet moment: the client hears nothing of it
         await standin.wait_for("session.update", connection=2)
     # Our process's records: everything but the stand-in, which plays the provider
     # (and logs the headers it received, as a provider would).

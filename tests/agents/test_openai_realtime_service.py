@@ -224,21 +224,18 @@ async def test_model_not_found_in_a_failed_response_ends_the_session(
     assert len(standin.connections) == 1
 
 
-async def test_the_maximum_session_duration_is_one_documented_reconnect(
+async def test_the_maximum_session_duration_is_a_reconnect_the_client_does_not_see(
     url: str, standin: StandIn
 ) -> None:
     async with session(url) as s:
         await standin.wait_for("session.update")
         await standin.connections[-1].expire()
-        error = await s.next(ErrorReceived)
-        assert error.recoverable
-        assert "maximum duration" in error.message
         await standin.wait_for("session.update", connection=2)
         await s.client.send_text("still there?")
         await s.next(AudioChunk)
         await s.next(TurnChanged, idle)
         await s.drain(0.05)
-        assert len(s.all(ErrorReceived)) == 1  # one message for one event, no "lost" too
+        assert not s.all(ErrorReceived)  # at a quiet moment: invisible (issue 30, point 6)
 
 
 async def test_a_link_that_keeps_dropping_is_given_up_after_a_bounded_number(

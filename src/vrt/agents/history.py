@@ -12,18 +12,28 @@ store keeps them as msgpack, the newest within ``max_log_bytes`` (docs/limits.md
 Audio is never kept (§8.1), and neither are server tools' arguments and outputs (they
 stay with the agent that ran them, §7.5). The application context is not an entry: a
 restored agent reads the current one from ``AgentSession.context`` (§5.5).
+
+An adapter whose provider session can end while the vRT session goes on (a time limit,
+a dropped socket) keeps the same entries itself in a :class:`ConversationLog`, to replay
+them into the next provider session (``replay.py``): its slots can be filled late (a
+transcript that ends after the answer began) and cut or emptied (what the user heard,
+§8.4), and it keeps the newest entries within a size bound.
 """
 
 from __future__ import annotations
 
+from collections import deque
 from collections.abc import Iterable
-from typing import Any, TypeAlias
+from typing import Any, Final, TypeAlias
 
 import msgspec
 
 __all__ = [
+    "MAX_LOG_CHARS",
     "AgentSaid",
+    "ConversationLog",
     "HistoryEntry",
+    "LogSlot",
     "PlaybackStopped",
     "ToolCalled",
     "ToolResulted",
@@ -110,3 +120,86 @@ def coalesce(entries: Iterable[HistoryEntry]) -> list[HistoryEntry]:
         else:
             out.append(entry)
     return out
+
+
+#: What a :class:`ConversationLog` keeps at most, in characters of text, arguments and
+#: outputs: far more than a provider's context window takes, and a bound on what a
+#: client that talks (or sends text) for hours makes the server hold.
+MAX_LOG_CHARS: Final = 512 * 1024
+
+
+def _size(entry: HistoryEntry | None) -> int:
+    """About how much of the bound ``entry`` takes (its text, arguments and output)."""
+    if entry is None:
+        return 0
+    if isinstance(entry, UserSaid | AgentSaid):
+        return len(entry.text) + 16
+    if isinstance(entry, ToolCalled):
+        return len(msgspec.json.encode(entry.arguments)) + len(entry.name) + 64
+    if isinstance(entry, ToolResulted):
+        return len(msgspec.json.encode(entry.output)) + len(entry.message or "") + 64
+    return 64
+
+
+class LogSlot:
+    """One place in a :class:`ConversationLog`: an entry, or nothing (yet, or any more)."""
+
+    __slots__ = ("_entry", "_log")
+
+    def __init__(self, log: ConversationLog, entry: HistoryEntry | None) -> None:
+        self._log = log
+        self._entry = entry
+
+    @property
+    def entry(self) -> HistoryEntry | None:
+        return self._entry
+
+    @entry.setter
+    def entry(self, entry: HistoryEntry | None) -> None:
+        old, self._entry = self._entry, entry
+        self._log._resized(_size(entry) - _size(old))
+
+
+class ConversationLog:
+    """The conversation so far, in order, as an adapter replays it into a new provider
+    session (see the module docstring). The oldest slots go first once the entries
+    take more than ``max_chars``."""
+
+    def __init__(self, entries: Iterable[HistoryEntry] = (), max_chars: int = MAX_LOG_CHARS):
+        self.max_chars = max_chars
+        self._slots: deque[LogSlot] = deque()
+        self._chars = 0
+        for entry in entries:
+            self.add(entry)
+
+    def add(self, entry: HistoryEntry | None = None) -> LogSlot:
+        """A new slot at the end, holding ``entry`` (None: to be filled later)."""
+        slot = LogSlot(self, None)
+        self._slots.append(slot)
+        slot.entry = entry
+        return slot
+
+    def entries(self) -> list[HistoryEntry]:
+        return [slot.entry for slot in self._slots if slot.entry is not None]
+
+    @property
+    def chars(self) -> int:
+        return self._chars
+
+    def _resized(self, change: int) -> None:
+        self._chars += change
+        while self._chars > self.max_chars and len(self._slots) > 1:
+            oldest = self._slots.popleft()
+            self._chars -= _size(oldest.entry)
+            oldest._entry = None  # a late write to it changes nothing here
+            oldest._log = _DETACHED
+
+
+class _Detached(ConversationLog):
+    """Where slots dropped from their log point: writes to them count nowhere."""
+
+    def _resized(self, change: int) -> None:
+        del change
+
+
+_DETACHED: Final = _Detached()

@@ -66,8 +66,17 @@ What maps to what (the agent seam of ``docs/agents.md``; no special case in the 
   session. A lost connection is ``AGENT_ERROR`` (recoverable), the turn in flight is
   interrupted, and a new provider session is opened with exponential backoff; after
   ``max_failed_links`` provider sessions in a row that end within 10 s, or
-  ``give_up_after`` seconds without reaching the provider, the vRT session ends. A new
-  provider session has no history; the instructions, tools and context are sent again.
+  ``give_up_after`` seconds without reaching the provider, the vRT session ends.
+* the conversation outlives the provider session: the agent keeps a conversation log
+  (``history.ConversationLog``: what the user said or typed, the final transcript of
+  what the model said cut to what the user heard, each tool call with its result) and
+  replays it into every new provider session (``replay.realtime_items``) with the
+  instructions, tools and context. A reconnect at a quiet moment is invisible to the
+  client; a question whose answer had not begun is answered by the new session; an
+  answer cut off, or speech the old session was still hearing, is one recoverable
+  ``AGENT_ERROR`` saying so. With ``recycle_after`` set, a provider session that
+  lived that long is replaced at the next quiet moment, before the service's limit
+  (LiveKit's plugin recycles every 20 minutes).
 * token usage from ``response.done`` is summed in ``agent.usage`` and logged at DEBUG.
 
 The API key comes only from ``OPENAI_API_KEY``; it is never logged (the WebSocket
@@ -110,7 +119,15 @@ from .base import (
 )
 from .context_data import CONTEXT_NOTE, CONTEXT_RULE, context_message, json_text
 from .function_names import OPENAI, FunctionNames
-from .history import HistoryEntry
+from .history import (
+    AgentSaid,
+    ConversationLog,
+    HistoryEntry,
+    LogSlot,
+    ToolCalled,
+    ToolResulted,
+    UserSaid,
+)
 from .provider_socket import (
     LinkSettings,
     ProviderAgent,
@@ -118,8 +135,8 @@ from .provider_socket import (
     check_ws_url,
     keyed_factory,
     option_reader,
-    redact,
     register_secret,
+    shown,
 )
 from .replay import realtime_items
 from .usage import TokenUsage, count
@@ -160,9 +177,12 @@ _SETTINGS: Final = {
     "base_url": "VRT_OPENAI_BASE_URL",
     "transcription_model": "VRT_OPENAI_TRANSCRIPTION_MODEL",
     "turn_detection": "VRT_OPENAI_TURN_DETECTION",
+    "recycle_after": "VRT_OPENAI_RECYCLE_AFTER",
 }
 #: Audio items remembered per provider session for truncation (§8.4).
 _REMEMBERED_ITEMS: Final = 64
+#: Turns whose words (typed, or a final transcript) are in the conversation log.
+_REMEMBERED_INPUTS: Final = 64
 #: Event ids of best-effort deletes remembered per provider session.
 _MAX_BEST_EFFORT: Final = 64
 #: Error codes no retry can fix (in an ``error`` event or a failed ``response.done``):
@@ -199,6 +219,9 @@ class RealtimeConfig(LinkSettings):
     #: None turns input transcription (user transcripts) off.
     transcription_model: str | None = DEFAULT_TRANSCRIPTION_MODEL
     turn_detection: str = "server_vad"
+    #: Replace a provider session that lived this many seconds at the next quiet moment
+    #: (0: only when the service ends it, at 60 minutes).
+    recycle_after: float = 0.0
 
     def url(self) -> str:
         separator = "&" if "?" in self.base_url else "?"
@@ -221,7 +244,14 @@ def config_from(options: Mapping[str, str], environ: Mapping[str, str]) -> Realt
         raise AgentSetupError(
             f"turn_detection must be one of {', '.join(TURN_DETECTIONS)}, not {turn_detection!r}"
         )
+    try:
+        recycle_after = float(get("recycle_after", "0") or "0")
+    except ValueError:
+        recycle_after = -1.0
+    if not 0 <= recycle_after < float("inf"):
+        raise AgentSetupError("recycle_after must be a number of seconds (0: off)")
     return RealtimeConfig(
+        recycle_after=recycle_after,
         model=model,
         voice=voice,
         instructions=get("instructions", DEFAULT_INSTRUCTIONS),
@@ -277,6 +307,11 @@ class _Audio:
     heard: int | None = None
     truncated_at: int | None = None
     deleted: bool = False
+    #: ``received`` when the transcript last grew.
+    transcript_at: int = 0
+    #: The turn it spoke for, and its words in the conversation log, once logged.
+    turn_id: str | None = None
+    said: LogSlot | None = None
 
 
 @dataclass(slots=True)
@@ -285,6 +320,8 @@ class _UserItem:
 
     vrt_id: str
     turn: Turn | None
+    #: Its place in the conversation log, filled by the final transcript.
+    slot: LogSlot | None = None
     text: str = ""
 
 
@@ -312,6 +349,8 @@ class _Response:
     followed_up: bool = False
     status: str = ""
     audio: dict[tuple[str, int], _Audio] = field(default_factory=dict)
+    #: Something of it reached the client (a transcript, audio, text, a tool call).
+    delivered: bool = False
 
 
 class _Link(ProviderSocket):
@@ -340,6 +379,10 @@ class _Link(ProviderSocket):
         #: The event_id of our session.update, until session.updated confirms it.
         self.session_event: str | None = None
         self.confirm_timer: asyncio.TimerHandle | None = None
+        #: ``recycle_after`` passed: replaced at the next quiet moment.
+        self.recycle_due = False
+        self.recycle_timer: asyncio.TimerHandle | None = None
+        self.closing: asyncio.Task[None] | None = None
 
     def forget_after(self, event_id: str) -> None:
         """Errors about ``event_id`` are expected (a best-effort delete or truncate)."""
@@ -348,8 +391,9 @@ class _Link(ProviderSocket):
             self.best_effort.popitem(last=False)
 
     async def close(self) -> None:
-        if self.confirm_timer is not None:
-            self.confirm_timer.cancel()
+        for timer in (self.confirm_timer, self.recycle_timer):
+            if timer is not None:
+                timer.cancel()
         await super().close()
 
 
@@ -357,6 +401,19 @@ def _provider_format(fmt: Format) -> dict[str, Any]:
     if fmt.encoding == "pcmu":
         return {"type": "audio/pcmu"}
     return {"type": "audio/pcm", "rate": 24000}
+
+
+def _result(event: ToolSettled) -> dict[str, Any]:
+    """What the model is told of a call's result (``function_call_output``)."""
+    if event.code == "INTERRUPTED":
+        return {
+            "status": "interrupted",
+            "note": "The user interrupted before this result arrived; the tool may or may "
+            "not have taken effect. Do not assume it succeeded.",
+        }
+    if event.ok:
+        return {"output": event.output}
+    return {"error": {"code": event.code or "FAILED", "message": event.message or ""}}
 
 
 def _ms(nbytes: int, fmt: Format) -> int:
@@ -393,8 +450,18 @@ class OpenAIRealtimeAgent(ProviderAgent[_Link]):
         self._listening: Turn | None = None  # the turn of the user's current speech
         #: Tokens the model used in this session (see ``usage.py``).
         self.usage = TokenUsage()
-        #: The conversation so far, for the first provider session (``restore``).
-        self._restored: Sequence[HistoryEntry] = ()
+        #: The conversation so far, replayed into every new provider session.
+        self._conversation = ConversationLog()
+        #: Turns whose question is in the log (it can be answered by a new session).
+        self._inputs: OrderedDict[str, None] = OrderedDict()
+        #: A turn whose answer had not begun when its provider session ended: the next
+        #: provider session answers it.
+        self._resume: Turn | None = None
+        #: Tool calls that were running when their provider session ended (public call
+        #: id -> the provider's call id), and their turn: the results go to the next
+        #: provider session, which then answers.
+        self._carried: dict[str, str] = {}
+        self._carried_turn: Turn | None = None
         self._handlers: dict[str, Callable[[_Link, dict[str, Any]], None]] = {
             "error": self._on_error,
             "session.updated": self._on_session_updated,
@@ -427,10 +494,10 @@ class OpenAIRealtimeAgent(ProviderAgent[_Link]):
     # -- lifecycle --
 
     def restore(self, history: Sequence[HistoryEntry]) -> None:
-        """The conversation so far (a session moved to this process): its items are
-        created in the first provider session, before the context
-        (``replay.realtime_items``)."""
-        self._restored = history
+        """The conversation so far (a session moved to this process): the start of the
+        conversation log, whose items are created in every provider session before the
+        context (``replay.realtime_items``)."""
+        self._conversation = ConversationLog(history)
 
     def _prepare(self, session: AgentSession) -> None:
         self._context = session.context
@@ -461,14 +528,25 @@ class OpenAIRealtimeAgent(ProviderAgent[_Link]):
         link.confirm_timer = asyncio.get_running_loop().call_later(
             self.config.connect_timeout, self._unconfirmed, link
         )
-        restored, self._restored = self._restored, ()
-        for item in realtime_items(restored, self._names):
+        # The conversation so far, then the context, then what waited for a model. A
+        # call still running gets its output when its result comes, not now.
+        carried = set(self._carried.values())
+        for item in realtime_items(self._conversation.entries(), self._names):
+            if item["type"] == "function_call_output" and item["call_id"] in carried:
+                continue
             link.send({"type": "conversation.item.create", "item": item})
         if self._context is not None:
             self._send_context(link)
         self._link = link
         log.info("model session %d open (%s)", link.generation, self.config.model)
+        resume, self._resume = self._resume, None
+        if resume is not None and resume.active:
+            self._request(link, resume)
         self._drain_pending(link)
+        if self.config.recycle_after > 0:
+            link.recycle_timer = asyncio.get_running_loop().call_later(
+                self.config.recycle_after, self._recycle_due, link
+            )
         return link
 
     def _unconfirmed(self, link: _Link) -> None:
@@ -531,26 +609,119 @@ class OpenAIRealtimeAgent(ProviderAgent[_Link]):
             link.expected = True
 
     def _lost(self, link: _Link) -> None:
-        """The provider connection ended: say so, close the turn in flight (its response
-        will never finish), then reconnect (the caller's loop)."""
+        """The provider session ended: the log keeps what the user got of the answers in
+        flight; a turn whose answer had not begun is answered by the next session; an
+        answer cut off, or speech the old session was hearing, is said to be lost. At a
+        quiet moment the client hears nothing of it."""
         session = self.session
-        if link.expected:
+        fmt = session.output_format
+        for record in link.responses.values():
+            for audio in record.audio.values():
+                # Only what was sent was heard: the rest died with the provider session.
+                end = _ms(audio.delivered, fmt)
+                if end <= 0:
+                    audio.deleted = True
+                elif end < _ms(audio.received, fmt):
+                    audio.truncated_at = min(end, audio.truncated_at or end)
+                self._log_audio(audio)
+        listening, self._listening = self._listening, None
+        why = "ended as announced" if link.expected else "was lost"
+        turn = session.turn
+        if turn is None or not turn.active:
+            log.info(
+                "model session %d %s; the next one gets the conversation", link.generation, why
+            )
+            return
+        if self._carried and turn == self._carried_turn:
+            log.info("model session %d %s; the turn's tool calls still run", link.generation, why)
+            return
+        records = [r for r in link.responses.values() if r.turn == turn]
+        running = [c for c in link.calls.values() if c.response.turn == turn and c.handle]
+        if running and all(r.done and r.status == "completed" for r in records):
+            # The answer so far is complete and its calls run on the client: their
+            # results go to the next provider session, which answers with them.
+            log.info(
+                "model session %d %s; the next one gets the tool results", link.generation, why
+            )
+            self._carried = {c.handle.call_id: c.provider_id for c in running if c.handle}
+            self._carried_turn = turn
+            return
+        began = any(r.delivered for r in records)
+        if not began and turn != listening and turn.id in self._inputs:
+            log.info("model session %d %s; the next one answers the turn", link.generation, why)
+            self._resume = turn
+            return
+        log.warning("model session %d %s during a turn", link.generation, why)
+        if began:
             message = (
-                "the model session reached its maximum duration; a new one was opened "
-                "(the conversation history is lost; instructions, tools and context are "
-                "sent again)"
+                "the connection to the model was renewed during an answer; the rest of it is lost"
             )
         else:
             message = (
-                "the connection to the model was lost; reconnecting with a new model "
-                "session (the conversation history is lost; instructions, tools and "
-                "context are sent again)"
+                "the connection to the model was renewed while the user spoke; that speech "
+                "was not heard"
             )
         session.error(message, recoverable=True)
-        turn = session.turn
-        if not session.interrupt() and turn is not None:
+        if not session.interrupt():
             turn.end()  # a listening turn: no response to interrupt, but it is over
-        self._listening = None
+
+    # -- recycling (``recycle_after``) --
+
+    def _recycle_due(self, link: _Link) -> None:
+        link.recycle_timer = None
+        link.recycle_due = True
+        self._maybe_recycle(link)
+
+    def _maybe_recycle(self, link: _Link) -> None:
+        """Replace ``link`` if it is due and nothing is going on: no turn, no response,
+        no call awaiting its result, no speech being heard."""
+        turn = self.session.turn
+        if (
+            not link.recycle_due
+            or link.closing is not None
+            or (turn is not None and turn.active)
+            or link.active is not None
+            or link.requested is not None
+            or link.queued is not None
+            or link.calls
+            or self._listening is not None
+        ):
+            return
+        log.info("model session %d recycled at a quiet moment", link.generation)
+        link.expected = True
+        link.closing = asyncio.get_running_loop().create_task(
+            link.ws.close(1000, "recycled before the session limit")
+        )
+
+    # -- the conversation log --
+
+    def _log_audio(self, audio: _Audio) -> None:
+        """The words of ``audio`` in the log: its transcript, cut to what the user heard
+        (in proportion to the audio kept, at a word boundary: the transcript has no
+        timings), none when nothing was heard."""
+        text = audio.transcript
+        if audio.deleted:
+            text = ""
+        elif audio.truncated_at is not None:
+            # The words kept are those of the audio received when they came (the
+            # transcript streams with its audio; all of it may come first).
+            fmt = self.session.output_format
+            total = _ms(audio.transcript_at, fmt) or _ms(audio.received, fmt)
+            if 0 < audio.truncated_at < total:
+                kept = text[: len(text) * audio.truncated_at // total]
+                text = kept.rsplit(" ", 1)[0] if " " in kept.strip() else kept
+        text = text.strip()
+        entry = AgentSaid(turn_id=audio.turn_id, text=text, spoken=True) if text else None
+        if audio.said is not None:
+            audio.said.entry = entry
+        elif entry is not None:
+            audio.said = self._conversation.add(entry)
+
+    def _input_logged(self, turn: Turn | None) -> None:
+        if turn is not None:
+            self._inputs[turn.id] = None
+            while len(self._inputs) > _REMEMBERED_INPUTS:
+                self._inputs.popitem(last=False)
 
     # -- the provider's events --
 
@@ -580,8 +751,8 @@ class OpenAIRealtimeAgent(ProviderAgent[_Link]):
         code = error.get("code")
         about = error.get("event_id")
         kind = error.get("type") or "error"
-        message = redact(str(error.get("message") or "no message"))
-        detail = f"{kind}/{code}" if code else str(kind)
+        message = shown(str(error.get("message") or "no message"))
+        detail = shown(f"{kind}/{code}" if code else str(kind), 80)
         if code == "response_cancel_not_active":
             return  # our cancel crossed the response's end: nothing was left to cancel
         if code == "session_expired":
@@ -653,7 +824,10 @@ class OpenAIRealtimeAgent(ProviderAgent[_Link]):
         item = link.user_items.get(provider_id)
         if item is None:
             turn = self._listening if self._listening is not None else self.session.turn
-            item = link.user_items[provider_id] = _UserItem(new_id("i_"), turn)
+            # Its place in the log is here, before the answer (the transcript ends later).
+            item = link.user_items[provider_id] = _UserItem(
+                new_id("i_"), turn, self._conversation.add()
+            )
             while len(link.user_items) > _REMEMBERED_ITEMS:
                 link.user_items.popitem(last=False)
         return item
@@ -675,15 +849,20 @@ class OpenAIRealtimeAgent(ProviderAgent[_Link]):
             return
         item = self._user_item(link, event.get("item_id"))
         if item is None:
+            self._conversation.add(UserSaid(text=transcript, spoken=True))
             self.session.user_transcript(transcript, final=True)
             return
+        if item.slot is not None and transcript:
+            item.slot.entry = UserSaid(text=transcript, spoken=True)
+            self._input_logged(item.turn)
         item.text = transcript
         self.session.user_transcript(transcript, final=True, item_id=item.vrt_id, turn=item.turn)
 
     def _on_user_failed(self, link: _Link, event: dict[str, Any]) -> None:
         error = event.get("error") or {}
         code = error.get("code") or error.get("type") or "unknown"
-        message = redact(str(error.get("message") or "no message"))
+        code = shown(str(code), 80)
+        message = shown(str(error.get("message") or "no message"))
         log.warning("the user's speech could not be transcribed (%s): %s", code, message)
         item = self._user_item(link, event.get("item_id"))
         if item is not None and item.text:
@@ -756,7 +935,7 @@ class OpenAIRealtimeAgent(ProviderAgent[_Link]):
                 code = error.get("code")
                 reason = code or error.get("type") or "unknown"
                 if code in PERMANENT_CODES:
-                    message = redact(str(error.get("message") or ""))
+                    message = shown(str(error.get("message") or ""))
                     link.fatal = f"the model response failed ({reason}): {message}".rstrip(": ")
                     return
                 if live:
@@ -777,6 +956,7 @@ class OpenAIRealtimeAgent(ProviderAgent[_Link]):
                 if not record.open_calls:
                     link.responses.pop(response_id, None)
         self._flush_queue(link)
+        self._maybe_recycle(link)
 
     def _count_usage(self, usage: Any) -> None:
         if not isinstance(usage, dict):
@@ -825,6 +1005,7 @@ class OpenAIRealtimeAgent(ProviderAgent[_Link]):
         turn = record.turn
         if turn is not None and turn.active and name is not None:
             turn.state("acting")
+            record.delivered = True
             # The server gives the client a new public callId and keeps ours (§6.3).
             handle = turn.tool_call(name, provider_id=call_id)
         link.by_provider_call[call_id] = _Call(call_id, name or function, record, handle)
@@ -865,6 +1046,15 @@ class OpenAIRealtimeAgent(ProviderAgent[_Link]):
             return
         link.calls[call.handle.call_id] = call
         record.open_calls.add(call.handle.call_id)
+        self._conversation.add(
+            ToolCalled(
+                call_id=call.handle.call_id,
+                name=call.name,
+                arguments=arguments,
+                turn_id=record.turn.id,
+                provider_id=call.provider_id,
+            )
+        )
 
     def _on_item_done(self, link: _Link, event: dict[str, Any]) -> None:
         item = event["item"]
@@ -884,6 +1074,10 @@ class OpenAIRealtimeAgent(ProviderAgent[_Link]):
         audio = record.audio.get(key)
         if audio is None:
             audio = record.audio[key] = _Audio(key[0], key[1], new_id("i_"))
+            if record.turn is not None and record.turn.active:
+                # Its words' place in the log is here, before speech that interrupts it.
+                audio.turn_id = record.turn.id
+                audio.said = self._conversation.add()
         return audio
 
     def _announce(self, link: _Link, turn: Turn, audio: _Audio) -> AudioItem | None:
@@ -908,6 +1102,7 @@ class OpenAIRealtimeAgent(ProviderAgent[_Link]):
         if turn is None or not turn.active:
             return  # a response we cancel, or one whose turn is over: dropped
         item = self._announce(link, turn, audio)
+        record.delivered = True
         # Written as it arrives: one output frame per delta, no added buffering. Only
         # what was actually sent counts towards the truncation cap (§8.4).
         if item is not None and item.write(payload):
@@ -919,6 +1114,8 @@ class OpenAIRealtimeAgent(ProviderAgent[_Link]):
             return
         audio = self._audio(link, record, event)
         audio.transcript += str(event.get("delta") or "")
+        audio.transcript_at = audio.received
+        record.delivered = True
         # A partial transcript is replaced by the next one of the same item (schema).
         # Its item is the one its audio will be announced as (often the text comes
         # first): no audio.start before there is audio to play.
@@ -934,11 +1131,14 @@ class OpenAIRealtimeAgent(ProviderAgent[_Link]):
         transcript = event.get("transcript")
         audio.transcript = transcript if isinstance(transcript, str) else audio.transcript
         assert record.turn is not None
+        record.delivered = True
         record.turn.transcript(audio.transcript, final=True, item_id=audio.vrt_id)
+        self._log_audio(audio)
 
     def _on_text_delta(self, link: _Link, event: dict[str, Any]) -> None:
         record = self._response(link, event)
         if record is not None and record.turn is not None:
+            record.delivered = True
             record.turn.text(str(event.get("delta") or ""))
 
     # -- responses: one at a time --
@@ -1003,12 +1203,15 @@ class OpenAIRealtimeAgent(ProviderAgent[_Link]):
     # -- tool calls --
 
     def _call_output(self, link: _Link, call: _Call, output: Any) -> None:
+        self._output(link, call.provider_id, output)
+
+    def _output(self, link: _Link, provider_id: str, output: Any) -> None:
         link.send(
             {
                 "type": "conversation.item.create",
                 "item": {
                     "type": "function_call_output",
-                    "call_id": call.provider_id,  # the provider's id, never the public one
+                    "call_id": provider_id,  # the provider's id, never the public one
                     "output": output if isinstance(output, str) else json_text(output),
                 },
             }
@@ -1034,30 +1237,29 @@ class OpenAIRealtimeAgent(ProviderAgent[_Link]):
     def _on_tool_settled(self, link: _Link, event: ToolSettled) -> None:
         call = link.calls.pop(event.call_id, None)
         if call is None:
-            return  # a call of an earlier provider session: that conversation is gone
+            return  # a call of an earlier provider session that was not carried over
         record = call.response
         record.open_calls.discard(event.call_id)
+        self._call_output(link, call, _result(event))
         if event.code == "INTERRUPTED":
             # Never fed back as if current: an explicit record that it was cut off (the
             # tool may have run, §7.2) and no response.create.
-            self._call_output(
-                link,
-                call,
-                {
-                    "status": "interrupted",
-                    "note": "The user interrupted before this result arrived; the tool may "
-                    "or may not have taken effect. Do not assume it succeeded.",
-                },
-            )
             if record.done and not record.open_calls:
                 link.responses.pop(record.id, None)
             return
-        if event.ok:
-            self._call_output(link, call, {"output": event.output})
-        else:
-            error = {"code": event.code or "FAILED", "message": event.message or ""}
-            self._call_output(link, call, {"error": error})
         self._follow_up(link, record)
+
+    def _settle_carried(self, link: _Link, event: ToolSettled, provider_id: str) -> None:
+        """The result of a call an earlier provider session made: its output goes to
+        this one, which answers once every carried call has its result."""
+        self._output(link, provider_id, _result(event))
+        turn = self._carried_turn
+        if self._carried or turn is None:
+            return
+        self._carried_turn = None
+        if turn.active and event.code != "INTERRUPTED":
+            turn.state("thinking")
+            self._request(link, turn)
 
     # -- context --
 
@@ -1108,6 +1310,8 @@ class OpenAIRealtimeAgent(ProviderAgent[_Link]):
             # A response in flight was interrupted by the server already (§6.3).
             self._cancel_stale(link)
             turn = session.begin_turn("thinking")
+            self._conversation.add(UserSaid(text=event.text))
+            self._input_logged(turn)
             link.send(
                 {
                     "type": "conversation.item.create",
@@ -1122,12 +1326,26 @@ class OpenAIRealtimeAgent(ProviderAgent[_Link]):
         elif isinstance(event, ResponseInterrupted):
             self._cancel_stale(link)
         elif isinstance(event, ToolSettled):
-            self._on_tool_settled(link, event)
+            self._conversation.add(
+                ToolResulted(
+                    call_id=event.call_id,
+                    ok=event.ok,
+                    output=event.output,
+                    code=event.code,
+                    message=event.message,
+                )
+            )
+            provider_id = self._carried.pop(event.call_id, None)
+            if provider_id is None:
+                self._on_tool_settled(link, event)
+            else:
+                self._settle_carried(link, event, provider_id)
         elif isinstance(event, ContextChanged):
             self._context = event.context
             self._send_context(link)
         elif isinstance(event, PlaybackReported):
             self._truncate(link, event)
+        self._maybe_recycle(link)
 
     def _truncate(self, link: _Link, event: PlaybackReported) -> None:
         audio = link.items.get(event.item_id)
@@ -1139,6 +1357,12 @@ class OpenAIRealtimeAgent(ProviderAgent[_Link]):
         self._cut(link, audio, audio.heard)
 
     def _cut(self, link: _Link, audio: _Audio, heard: int | None) -> None:
+        """Cut the provider's item to ``heard`` ms (None: what was sent), and its words
+        in the conversation log likewise."""
+        self._cut_item(link, audio, heard)
+        self._log_audio(audio)
+
+    def _cut_item(self, link: _Link, audio: _Audio, heard: int | None) -> None:
         """Cut the provider's item to ``heard`` ms (None: what was sent): truncate it
         if anything is left after that point, delete it if nothing of it was heard."""
         if audio.deleted:

@@ -25,6 +25,7 @@ import contextlib
 import ipaddress
 import logging
 import random
+import re
 from abc import ABC, abstractmethod
 from collections import deque
 from collections.abc import Callable, Mapping
@@ -57,6 +58,7 @@ __all__ = [
     "option_reader",
     "redact",
     "register_secret",
+    "shown",
 ]
 
 #: A provider connection that lasted this long (s) was stable: reconnect at once.
@@ -66,6 +68,11 @@ _MAX_PROVIDER_MESSAGE: Final = 16 * 1024 * 1024
 MAX_PENDING: Final = 256
 
 _SECRETS: set[str] = set()
+#: The most of a provider's message a client is shown (§9.2 messages are short).
+MAX_SHOWN: Final = 300
+#: C0 and C1 control characters, and the bidirectional overrides and isolates that
+#: could disguise a message on the client's screen.
+_CONTROL: Final = re.compile(r"[\x00-\x1f\x7f-\x9f\u200e\u200f\u202a-\u202e\u2066-\u2069]+")
 
 
 def redact(text: str) -> str:
@@ -73,6 +80,17 @@ def redact(text: str) -> str:
     for secret in _SECRETS:
         if secret in text:
             text = text.replace(secret, "[redacted]")
+    return text
+
+
+def shown(text: str, limit: int = MAX_SHOWN) -> str:
+    """A provider's message as a client may see it: every registered secret redacted,
+    control characters turned into spaces, whitespace collapsed, at most ``limit``
+    characters (a provider's message is not ours to trust: it may echo the key, hold
+    terminal escapes, or run to kilobytes)."""
+    text = " ".join(_CONTROL.sub(" ", redact(text)).split())
+    if len(text) > limit:
+        text = text[: limit - 1].rstrip() + "…"
     return text
 
 
