@@ -145,6 +145,10 @@ class VrtServer:
         self.origins = OriginPolicy.build(allowed_origins)
         self._refused_origin = Throttled(log, logging.WARNING)
         self._credential_in_url = Throttled(log, logging.WARNING)
+        # While the shared store is down, every hello and resume is refused: one line
+        # per 10 s each, with the count (docs/operations.md#logs).
+        self._store_refused_start = Throttled(log, logging.WARNING)
+        self._store_refused_resume = Throttled(log, logging.WARNING)
         if observer is None:
             from .telemetry import Telemetry
             from .tracing import configured_tracer
@@ -630,7 +634,9 @@ class VrtServer:
             try:
                 journal = await self.shared.create(session)
             except StoreUnavailable as exc:
-                log.warning("a new session was refused: the session store is unreachable (%s)", exc)
+                self._store_refused_start(
+                    "new sessions refused: the session store is unreachable (%s)", exc
+                )
                 protocol.refuse_start("the session store is unreachable; try again shortly")
                 self._pump(connection)
                 return
@@ -741,11 +747,13 @@ class VrtServer:
         try:
             claim = await shared.claim(session_id, principal, journal)
         except StoreUnavailable as exc:
-            if current is not None:
+            if current is not None and current.principal == principal:
                 return current  # go on from memory (the journal resyncs)
             # Whether the session exists cannot be known now: no error, so that the
-            # client reconnects and resumes (§5.1) once the store answers again.
-            log.warning("a resume waits: the session store is unreachable (%s)", exc)
+            # client reconnects and resumes (§5.1) once the store answers again. A
+            # session of another principal gets the same answer (§5.3: a foreign
+            # session looks exactly like an unknown one).
+            self._store_refused_resume("resumes wait: the session store is unreachable (%s)", exc)
             connection.fail(1013, "the session store is unreachable; resume again shortly")
             return None
         if not isinstance(claim, Claim):

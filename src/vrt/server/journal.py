@@ -45,6 +45,7 @@ from ..agents.history import (
     TurnInterrupted,
     UserSaid,
 )
+from ..logs import Throttled
 from ..protocol.messages import AgentText, Interrupted, Message, ToolCall, Transcript, TurnState
 from ..protocol.outputs import Output
 from ..protocol.server import (
@@ -68,6 +69,10 @@ RETRY_MOST: Final = 4.0
 #: Conversation log entries kept for the store while it cannot be reached; the oldest
 #: go first beyond it (the log in the store is bounded too, ``max_log_bytes``).
 MAX_PENDING_LOG: Final = 512
+#: What the journals of a process say when the store stops and starts answering: one
+#: line per 10 s each, with the count, however many sessions (docs/operations.md#logs).
+_FELL_BACK: Final = Throttled(log, logging.WARNING)
+_RESYNCED: Final = Throttled(log, logging.INFO)
 
 
 class StoreUnavailable(Exception):
@@ -404,7 +409,7 @@ class SessionJournal:
     def _fall_back(self, batch: Batch, exc: Exception) -> None:
         """The store did not answer: go on from memory, rewrite everything later."""
         if not self._unsynced:
-            log.warning(
+            _FELL_BACK(
                 "session %s: the session store did not answer (%s); going on from memory "
                 "until it does",
                 batch.session_id,
@@ -441,7 +446,7 @@ class SessionJournal:
                 if outcome != "ok":  # fenced: even a whole rewrite is refused
                     self.lose()
                     return
-                log.info("session %s: written to the session store again", batch.session_id)
+                _RESYNCED("session %s: written to the session store again", batch.session_id)
                 self._unsynced = False
                 self._retry_delay = RETRY_FIRST
                 return
