@@ -33,7 +33,7 @@ from ..protocol.messages import UNSET, Format, Hello
 from ..protocol.outputs import CloseCode
 from ..protocol.server import HelloReceived, ServerConfig, ServerSession
 from ..protocol.tables import ServerState
-from .auth import Authenticator
+from .auth import Authenticator, FailedAuthLimiter, address_key
 from .journal import SessionJournal, StoreUnavailable
 from .listener import ConnectionCap, default_max_connections, listen
 from .origins import OriginPolicy
@@ -101,6 +101,8 @@ class VrtServer:
         (docs/deploy.md).
     :param reuse_port: listen with SO_REUSEPORT, beside other processes on the same
         port (``vrt serve --workers``).
+    :param auth_failures: failed authentications allowed per client address (with an
+        ``authenticator``); default :class:`~vrt.server.auth.FailedAuthLimiter`'s.
     """
 
     def __init__(
@@ -119,6 +121,7 @@ class VrtServer:
         edge: EdgeLimits | None = None,
         observer: ServerObserver | None = None,
         reuse_port: bool = False,
+        auth_failures: FailedAuthLimiter | None = None,
     ) -> None:
         if max_sessions is not None and max_sessions < 1:
             raise ValueError("max_sessions must be at least 1")
@@ -128,6 +131,7 @@ class VrtServer:
         self.max_sessions = max_sessions
         self.max_parked = max_parked
         self.authenticator = authenticator
+        self.auth_failures = FailedAuthLimiter() if auth_failures is None else auth_failures
         self.config = config or ServerConfig()
         if store is None:
             store = MemorySessionStore()
@@ -479,9 +483,19 @@ class VrtServer:
         task.add_done_callback(self._opening.discard)
 
     async def _open(self, connection: ClientConnection, hello: Hello) -> None:
+        address = address_key(connection.peer) if self.authenticator is not None else ""
         try:
+            if self.authenticator is not None and not self.auth_failures.allows(address):
+                if self.observer is not None:
+                    self.observer.session_refused("unauthorized")
+                connection.protocol.refuse_unauthorized(
+                    "too many failed authentications from this address; try again later"
+                )
+                self._pump(connection)
+                return
             principal = await self._authenticate(hello)
         except _Refused:
+            self.auth_failures.failed(address)
             if self.observer is not None:
                 self.observer.session_refused("unauthorized")
             connection.protocol.refuse_unauthorized()
