@@ -410,7 +410,8 @@ class VrtClient:
         and the server's ``ready``. A first connection past it fails ``connect()`` with
         CONNECT_FAILED; a resume past it is tried again (within ``give_up_after``).
     :param max_unread_events: events the application may leave unread (and
-        ``max_unread_bytes``, what the frames that made them took). Past either the
+        ``max_unread_bytes``, what the frames that made them took; by default 16 MiB,
+        or 4 times ``max_message_bytes`` when that is more). Past either the
         oldest audio chunks are dropped (counted in :attr:`dropped_events`); with none
         to drop, the session fails with LIMIT_EXCEEDED and the client closes the
         connection: every event queued before stays readable, nothing is dropped
@@ -437,10 +438,12 @@ class VrtClient:
         max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES,
         ssl_context: ssl.SSLContext | None = None,
         max_unread_events: int = DEFAULT_MAX_UNREAD_EVENTS,
-        max_unread_bytes: int = DEFAULT_MAX_UNREAD_BYTES,
+        max_unread_bytes: int | None = None,
     ) -> None:
         if not open_timeout > 0:
             raise ValueError("open_timeout must be positive")
+        if max_unread_bytes is None:
+            max_unread_bytes = max(DEFAULT_MAX_UNREAD_BYTES, 4 * max_message_bytes)
         if max_unread_events < 1 or max_unread_bytes < max_message_bytes:
             raise ValueError(
                 "max_unread_events must be at least 1, max_unread_bytes at least max_message_bytes"
