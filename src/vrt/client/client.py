@@ -33,6 +33,7 @@ from websockets.exceptions import PayloadTooBig
 from websockets.protocol import State
 
 from ..protocol.client import (
+    AudioChunk,
     CancelTool,
     ClientEvent,
     ClientSession,
@@ -60,6 +61,8 @@ from .tools import ClientTool, ToolContext, ToolError
 __all__ = [
     "DEFAULT_GIVE_UP_AFTER",
     "DEFAULT_MAX_MESSAGE_BYTES",
+    "DEFAULT_MAX_UNREAD_BYTES",
+    "DEFAULT_MAX_UNREAD_EVENTS",
     "LIMIT_EXCEEDED",
     "RESUME_TIMEOUT",
     "Disconnected",
@@ -100,6 +103,11 @@ DEFAULT_GIVE_UP_AFTER: Final = 60.0
 DEFAULT_MAX_MESSAGE_BYTES: Final = 4 << 20
 #: The smallest ``max_message_bytes`` allowed: a ``ready`` must fit.
 MIN_MESSAGE_BYTES: Final = 1024
+#: Events the application may leave unread, and what the frames that made them took
+#: (docs/client.md, "Bounds"): past either, the oldest audio chunks are dropped, and
+#: with none left to drop the session fails with LIMIT_EXCEEDED.
+DEFAULT_MAX_UNREAD_EVENTS: Final = 10_000
+DEFAULT_MAX_UNREAD_BYTES: Final = 16 << 20
 
 #: Codes of :class:`SessionFailed` that the client decides itself (the others are the
 #: server's §9.2 codes).
@@ -226,26 +234,90 @@ def _resumed_from(data: str) -> int | None:
 
 class _EventQueue:
     """The application's events, oldest first: what ``asyncio.Queue`` does here (one
-    producer, any consumers, no bound) at a fraction of its cost per event and of its
-    size per session (a queue holds three deques and an Event with a fourth).
+    producer, any consumers) at a fraction of its cost per event and of its size per
+    session (a queue holds three deques and an Event with a fourth).
 
     Consumers wait in order; ``put`` wakes the first, as ``Queue.put_nowait`` does,
     and a consumer woken then cancelled passes the wake on, as ``Queue.get`` does.
+
+    It counts what it holds unread, events and the bytes of the frames that made them
+    (``next_size``, charged to the next event put), against ``max_events`` and
+    ``max_bytes`` (:attr:`over`); :meth:`drop_oldest_audio` makes room by dropping
+    audio, which is lossy by design (§5.4), never a sequenced message.
     """
 
-    __slots__ = ("_getters", "_head", "_items")
+    __slots__ = (
+        "_getters",
+        "_head",
+        "_items",
+        "_scan",
+        "_sizes",
+        "audio",
+        "bytes",
+        "dropped",
+        "max_bytes",
+        "max_events",
+        "next_size",
+        "overflowed",
+        "unread",
+    )
 
-    def __init__(self) -> None:
-        #: Events not yet taken are ``_items[_head:]``; the list is emptied when they
-        #: are all taken and compacted when a backlog never drains.
-        self._items: list[Event] = []
+    def __init__(self, max_events: int, max_bytes: int) -> None:
+        #: Events not yet taken are ``_items[_head:]`` (None: an event dropped); the
+        #: list is emptied when they are all taken and compacted when a backlog never
+        #: drains. ``_sizes`` is parallel: the bytes charged to each.
+        self._items: list[Event | None] = []
+        self._sizes: list[int] = []
         self._head = 0
+        #: Where the search for the oldest audio chunk starts (none before it).
+        self._scan = 0
         self._getters: list[asyncio.Future[None]] = []
+        self.max_events = max_events
+        self.max_bytes = max_bytes
+        self.unread = 0
+        self.bytes = 0
+        self.audio = 0
+        #: Audio chunks dropped unread.
+        self.dropped = 0
+        #: The bytes of the frame being handled: charged to the next event put.
+        self.next_size = 0
+        #: The session failed for unread events: nothing more is queued.
+        self.overflowed = False
+
+    @property
+    def over(self) -> bool:
+        return self.unread > self.max_events or self.bytes > self.max_bytes
 
     def put(self, event: Event) -> None:
+        size, self.next_size = self.next_size, 0
         self._items.append(event)
+        self._sizes.append(size)
+        self.unread += 1
+        self.bytes += size
+        if type(event) is AudioChunk:
+            self.audio += 1
         if self._getters:
             self._wake()
+
+    def drop_oldest_audio(self) -> bool:
+        """Drop the oldest unread audio chunk; False when there is none. Each event is
+        looked at once by these searches, however many run."""
+        if not self.audio:
+            return False
+        items = self._items
+        index = max(self._scan, self._head)
+        while type(items[index]) is not AudioChunk:
+            index += 1
+        items[index] = None
+        self._scan = index + 1
+        self._forget(index)
+        self.audio -= 1
+        self.dropped += 1
+        return True
+
+    def _forget(self, index: int) -> None:
+        self.unread -= 1
+        self.bytes -= self._sizes[index]
 
     def _wake(self) -> None:
         getters = self._getters
@@ -256,29 +328,39 @@ class _EventQueue:
                 return
 
     async def get(self) -> Event:
-        while self._head == len(self._items):
-            getter = asyncio.get_running_loop().create_future()
-            self._getters.append(getter)
-            try:
-                await getter
-            except BaseException:
-                getter.cancel()
-                with contextlib.suppress(ValueError):
-                    self._getters.remove(getter)
-                if self._head != len(self._items) and not getter.cancelled():
-                    self._wake()  # woken for an event it will not take
-                raise
-        items, head = self._items, self._head
-        event = items[head]
-        head += 1
-        if head == len(items):
-            items.clear()
-            head = 0
-        elif head >= 64 and head * 2 >= len(items):
-            del items[:head]  # taken events are not kept alive by a lasting backlog
-            head = 0
-        self._head = head
-        return event
+        while True:
+            while self._head == len(self._items):
+                getter = asyncio.get_running_loop().create_future()
+                self._getters.append(getter)
+                try:
+                    await getter
+                except BaseException:
+                    getter.cancel()
+                    with contextlib.suppress(ValueError):
+                        self._getters.remove(getter)
+                    if self._head != len(self._items) and not getter.cancelled():
+                        self._wake()  # woken for an event it will not take
+                    raise
+            items, head = self._items, self._head
+            event = items[head]
+            if event is not None:
+                self._forget(head)
+                if type(event) is AudioChunk:
+                    self.audio -= 1
+            head += 1
+            if head == len(items):
+                items.clear()
+                self._sizes.clear()
+                head = self._scan = 0
+            elif head >= 64 and head * 2 >= len(items):
+                # Taken events are not kept alive by a lasting backlog.
+                del items[:head]
+                del self._sizes[:head]
+                self._scan = max(0, self._scan - head)
+                head = 0
+            self._head = head
+            if event is not None:
+                return event
 
 
 class VrtError(Exception):
@@ -324,6 +406,16 @@ class VrtClient:
         the connection closes with 1009 and the session fails with LIMIT_EXCEEDED.
     :param ssl_context: TLS settings for ``wss://``; by default the system trust store
         (``SSL_CERT_FILE`` / ``SSL_CERT_DIR`` when set), see :mod:`vrt.client.tls`.
+    :param open_timeout: seconds a connection may take to open: the WebSocket handshake
+        and the server's ``ready``. A first connection past it fails ``connect()`` with
+        CONNECT_FAILED; a resume past it is tried again (within ``give_up_after``).
+    :param max_unread_events: events the application may leave unread (and
+        ``max_unread_bytes``, what the frames that made them took; by default 16 MiB,
+        or 4 times ``max_message_bytes`` when that is more). Past either the
+        oldest audio chunks are dropped (counted in :attr:`dropped_events`); with none
+        to drop, the session fails with LIMIT_EXCEEDED and the client closes the
+        connection: every event queued before stays readable, nothing is dropped
+        silently (docs/client.md, "Bounds").
     """
 
     def __init__(
@@ -345,7 +437,17 @@ class VrtClient:
         open_timeout: float = 10.0,
         max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES,
         ssl_context: ssl.SSLContext | None = None,
+        max_unread_events: int = DEFAULT_MAX_UNREAD_EVENTS,
+        max_unread_bytes: int | None = None,
     ) -> None:
+        if not open_timeout > 0:
+            raise ValueError("open_timeout must be positive")
+        if max_unread_bytes is None:
+            max_unread_bytes = max(DEFAULT_MAX_UNREAD_BYTES, 4 * max_message_bytes)
+        if max_unread_events < 1 or max_unread_bytes < max_message_bytes:
+            raise ValueError(
+                "max_unread_events must be at least 1, max_unread_bytes at least max_message_bytes"
+            )
         if not give_up_after > 0:
             raise ValueError("give_up_after must be positive (math.inf: never give up)")
         if max_message_bytes < MIN_MESSAGE_BYTES:
@@ -375,7 +477,7 @@ class VrtClient:
         #: :class:`Undelivered`); empty until then.
         self.undelivered: tuple[UndeliveredMessage, ...] = ()
         self._trusted = "the ssl_context passed to VrtClient"
-        self._events = _EventQueue()
+        self._events = _EventQueue(max_unread_events, max_unread_bytes)
         self._ws: ClientConnection | None = None
         #: What the core gave to write on the current connection and nobody has taken
         #: yet, in the core's order; the writer task takes it whole (see _write).
@@ -454,6 +556,11 @@ class VrtClient:
     @property
     def connected(self) -> bool:
         return self.core.state is ClientState.OPEN
+
+    @property
+    def dropped_events(self) -> int:
+        """Audio chunks dropped because the application left too many events unread."""
+        return self._events.dropped
 
     # -- events --
 
@@ -623,8 +730,13 @@ class VrtClient:
             self._flush()
 
     def _handle(self, event: ClientEvent) -> None:
+        events = self._events
+        if events.overflowed:
+            return  # the session failed for unread events: it ends with what is queued
         if type(event) not in _DRIVER_EVENTS:  # most events only go to the application
-            self._events.put(event)
+            events.put(event)
+            if events.over:
+                self._unread_bound()
             return
         if isinstance(event, RunTool):
             if not self._start_tool(event):
@@ -643,7 +755,36 @@ class VrtClient:
             retrying = event.code == "UNAUTHORIZED" and self.fresh_credential is not None
             if not retrying and self._ready is not None and not self._ready.done():
                 self._ready.set_exception(VrtError(event.code, event.message))
-        self._events.put(event)
+        events.put(event)
+        if events.over:
+            self._unread_bound()
+
+    def _unread_bound(self) -> None:
+        """Past the bound on unread events: drop the oldest audio; with none left, the
+        session fails (LIMIT_EXCEEDED) and the connection closes, every event queued
+        until then readable: a sequenced message is never dropped (§4.1)."""
+        events = self._events
+        first = events.dropped == 0
+        while events.over and events.drop_oldest_audio():
+            pass
+        if not events.over:
+            if first and events.dropped:
+                log.warning("the application leaves events unread: dropping the oldest audio")
+            return
+        message = (
+            f"the application left {events.unread} events ({events.bytes} bytes) unread; "
+            f"max_unread_events is {events.max_events}, max_unread_bytes {events.max_bytes}"
+        )
+        events.overflowed = True  # what follows is the end: no more bound checks
+        failed = SessionFailed(code=LIMIT_EXCEEDED, message=message)
+        self._failure = failed
+        if self._ready is not None and not self._ready.done():
+            self._ready.set_exception(VrtError(LIMIT_EXCEEDED, message))
+        events.put(failed)
+        self._stop(message, LIMIT_EXCEEDED)
+        if self._ws is not None and not self._writes_over:
+            self._pending.append(Close(code=CloseCode.NORMAL, reason="too many unread events"))
+            self._wake_writer()
 
     def _start_tool(self, call: RunTool) -> bool:
         """Start the call; False when its arguments do not fit (answered INVALID, §7.1)."""
@@ -871,9 +1012,11 @@ class VrtClient:
         """One WebSocket: hello, frames both ways, timers; how it ended. Before its
         ``ready`` it is abandoned at ``deadline``."""
         loop = asyncio.get_running_loop()
-        timeout = self.open_timeout
+        # The handshake and the ready, within open_timeout (and the give-up time).
+        opened_by = loop.time() + self.open_timeout
         if deadline is not None:
-            timeout = max(0.0, min(timeout, deadline - loop.time()))
+            opened_by = min(opened_by, deadline)
+        timeout = max(0.0, opened_by - loop.time())
         try:
             ws = await connect(
                 self.url,
@@ -897,13 +1040,14 @@ class VrtClient:
         self._pending = []
         self._writes_over = False
         self._sending = None
-        watchdog = None if deadline is None else loop.call_at(deadline, self._abandon, ws)
+        watchdog = loop.call_at(opened_by, self._abandon, ws)
         self.core.connection_made(self._now())
         self._flush()
         try:
             while True:
                 data = await ws.recv()
                 now = self._now()
+                self._events.next_size = len(data)
                 if isinstance(data, str):
                     handled = None if self._opened else _resumed_from(data)
                     self.core.receive_text(data, now)
@@ -914,18 +1058,22 @@ class VrtClient:
                 else:
                     self.core.receive_binary(data, now)
                 self._flush()
+                self._events.next_size = 0
         except websockets.ConnectionClosed as exc:
             if isinstance(exc.__cause__, PayloadTooBig):
                 size = exc.__cause__.size or 0
                 return _Ended(code=1009, reason=self._too_big(size), too_big=size)
             if exc.rcvd is not None:
                 return _Ended(code=exc.rcvd.code, reason=exc.rcvd.reason)
-            if not self._opened and deadline is not None and loop.time() >= deadline:
+            if not self._opened and loop.time() >= opened_by:
+                if self.core.session_id is None and (deadline is None or opened_by < deadline):
+                    # A first connection: connect() fails rather than wait for ever.
+                    waited = TimeoutError(f"no ready within {self.open_timeout:g} s")
+                    return _Ended(code=None, reason=str(waited), error=waited)
                 return _Ended(code=None, reason="no ready in time")
             return _Ended(code=None, reason="connection lost")
         finally:
-            if watchdog is not None:
-                watchdog.cancel()
+            watchdog.cancel()
             if self._writer is not None:
                 self._writer.cancel()
                 self._writer = None

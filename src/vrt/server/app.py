@@ -33,7 +33,7 @@ from ..protocol.messages import UNSET, Format, Hello
 from ..protocol.outputs import CloseCode
 from ..protocol.server import HelloReceived, ServerConfig, ServerSession
 from ..protocol.tables import ServerState
-from .auth import Authenticator
+from .auth import Authenticator, FailedAuthLimiter, address_key
 from .journal import SessionJournal, StoreUnavailable
 from .listener import ConnectionCap, default_max_connections, listen
 from .origins import OriginPolicy
@@ -101,6 +101,8 @@ class VrtServer:
         (docs/deploy.md).
     :param reuse_port: listen with SO_REUSEPORT, beside other processes on the same
         port (``vrt serve --workers``).
+    :param auth_failures: failed authentications allowed per client address (with an
+        ``authenticator``); default :class:`~vrt.server.auth.FailedAuthLimiter`'s.
     """
 
     def __init__(
@@ -119,6 +121,7 @@ class VrtServer:
         edge: EdgeLimits | None = None,
         observer: ServerObserver | None = None,
         reuse_port: bool = False,
+        auth_failures: FailedAuthLimiter | None = None,
     ) -> None:
         if max_sessions is not None and max_sessions < 1:
             raise ValueError("max_sessions must be at least 1")
@@ -128,6 +131,7 @@ class VrtServer:
         self.max_sessions = max_sessions
         self.max_parked = max_parked
         self.authenticator = authenticator
+        self.auth_failures = FailedAuthLimiter() if auth_failures is None else auth_failures
         self.config = config or ServerConfig()
         if store is None:
             store = MemorySessionStore()
@@ -145,6 +149,10 @@ class VrtServer:
         self.origins = OriginPolicy.build(allowed_origins)
         self._refused_origin = Throttled(log, logging.WARNING)
         self._credential_in_url = Throttled(log, logging.WARNING)
+        # While the shared store is down, every hello and resume is refused: one line
+        # per 10 s each, with the count (docs/operations.md#logs).
+        self._store_refused_start = Throttled(log, logging.WARNING)
+        self._store_refused_resume = Throttled(log, logging.WARNING)
         if observer is None:
             from .telemetry import Telemetry
             from .tracing import configured_tracer
@@ -475,9 +483,19 @@ class VrtServer:
         task.add_done_callback(self._opening.discard)
 
     async def _open(self, connection: ClientConnection, hello: Hello) -> None:
+        address = address_key(connection.peer) if self.authenticator is not None else ""
         try:
+            if self.authenticator is not None and not self.auth_failures.allows(address):
+                if self.observer is not None:
+                    self.observer.session_refused("unauthorized")
+                connection.protocol.refuse_unauthorized(
+                    "too many failed authentications from this address; try again later"
+                )
+                self._pump(connection)
+                return
             principal = await self._authenticate(hello)
         except _Refused:
+            self.auth_failures.failed(address)
             if self.observer is not None:
                 self.observer.session_refused("unauthorized")
             connection.protocol.refuse_unauthorized()
@@ -630,7 +648,9 @@ class VrtServer:
             try:
                 journal = await self.shared.create(session)
             except StoreUnavailable as exc:
-                log.warning("a new session was refused: the session store is unreachable (%s)", exc)
+                self._store_refused_start(
+                    "new sessions refused: the session store is unreachable (%s)", exc
+                )
                 protocol.refuse_start("the session store is unreachable; try again shortly")
                 self._pump(connection)
                 return
@@ -741,11 +761,13 @@ class VrtServer:
         try:
             claim = await shared.claim(session_id, principal, journal)
         except StoreUnavailable as exc:
-            if current is not None:
+            if current is not None and current.principal == principal:
                 return current  # go on from memory (the journal resyncs)
             # Whether the session exists cannot be known now: no error, so that the
-            # client reconnects and resumes (§5.1) once the store answers again.
-            log.warning("a resume waits: the session store is unreachable (%s)", exc)
+            # client reconnects and resumes (§5.1) once the store answers again. A
+            # session of another principal gets the same answer (§5.3: a foreign
+            # session looks exactly like an unknown one).
+            self._store_refused_resume("resumes wait: the session store is unreachable (%s)", exc)
             connection.fail(1013, "the session store is unreachable; resume again shortly")
             return None
         if not isinstance(claim, Claim):

@@ -11,7 +11,10 @@ can stay private (docs/operations.md).
   clients before the server closes), and its session store answers.
 
 Requests are answered by the event loop through picows's HTTP parser, one per
-connection; the listener takes at most :data:`MAX_CONNECTIONS` connections at once.
+connection, which closes once answered. No client can keep a probe out: a connection
+that has not sent its whole request within :data:`REQUEST_TIMEOUT` is closed, and at
+:data:`MAX_CONNECTIONS` open connections a new one closes the oldest rather than being
+refused (``ConnectionCap(evicts=True)``; docs/operations.md).
 """
 
 from __future__ import annotations
@@ -30,12 +33,20 @@ from .metrics import LoopLagProbe, ServerMetrics, make_registry
 if TYPE_CHECKING:
     from .app import VrtServer
 
-__all__ = ["MAX_CONNECTIONS", "STORE_PING_INTERVAL", "OperationsListener", "parse_address"]
+__all__ = [
+    "MAX_CONNECTIONS",
+    "REQUEST_TIMEOUT",
+    "STORE_PING_INTERVAL",
+    "OperationsListener",
+    "parse_address",
+]
 
 log = logging.getLogger("vrt.server")
 
 #: Connections the operations listener takes at once (scrapers and probes).
 MAX_CONNECTIONS: Final = 64
+#: How long a connection may take to send its request (a probe sends it at once).
+REQUEST_TIMEOUT: Final = 1.0
 #: How often a session store that can be pinged is (the Redis store); readiness
 #: turns false when the last ping failed or is older than two intervals.
 STORE_PING_INTERVAL: Final = 2.0
@@ -63,6 +74,7 @@ class OperationsListener:
         self.lag = LoopLagProbe(metrics.loop_lag)
         metrics.bind(server)
         metrics.ready = lambda: self.ready()[0]
+        self.cap = ConnectionCap(MAX_CONNECTIONS, evicts=True)
         self._listener: asyncio.Server | None = None
         self._store_ok = True
         self._store_checked = 0.0
@@ -74,10 +86,10 @@ class OperationsListener:
             self._respond,
             host,
             port,
-            cap=ConnectionCap(MAX_CONNECTIONS),
+            cap=self.cap,
             ssl_context=None,
             max_frame_size=1024,
-            handshake_timeout=5.0,
+            handshake_timeout=REQUEST_TIMEOUT,
             read_buffer_size=2048,
         )
         self.lag.start()

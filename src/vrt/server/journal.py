@@ -23,7 +23,11 @@ When the store cannot be reached, nothing waits for it: outboxes are written at 
 from memory, and the journal retries in the background, rewriting the whole session
 (every kept message, the state, the client's data) once the store answers. Until
 then a resume on another process cannot see what was sent meanwhile, and fails with
-RESUME_FAILED rather than lose or repeat anything.
+RESUME_FAILED rather than lose or repeat anything. What it keeps for that rewrite is
+bounded as the store is: the kept messages are the session's own (``max_unacked_bytes``),
+and the conversation log waiting to be written is held encoded, within the store's
+``max_log_bytes``, the oldest entries going first and an entry larger than the whole
+bound shortened (:func:`encode_entry`): an outage coalesces, it does not accumulate.
 """
 
 from __future__ import annotations
@@ -36,6 +40,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Final, Literal, Protocol
 
+import msgspec
+
 from ..agents.history import (
     AgentSaid,
     HistoryEntry,
@@ -45,6 +51,7 @@ from ..agents.history import (
     TurnInterrupted,
     UserSaid,
 )
+from ..logs import Throttled
 from ..protocol.messages import AgentText, Interrupted, Message, ToolCall, Transcript, TurnState
 from ..protocol.outputs import Output
 from ..protocol.server import (
@@ -57,7 +64,14 @@ from ..protocol.server import (
 )
 from .snapshot import ItemsEncoder, client_data, session_state
 
-__all__ = ["Batch", "JournalStore", "SessionJournal", "StoreUnavailable", "WriteOutcome"]
+__all__ = [
+    "Batch",
+    "JournalStore",
+    "SessionJournal",
+    "StoreUnavailable",
+    "WriteOutcome",
+    "encode_entry",
+]
 
 log = logging.getLogger("vrt.server")
 
@@ -65,9 +79,38 @@ WriteOutcome = Literal["ok", "fenced", "missing"]
 #: Retries of a store that cannot be reached: the first after this, then doubling.
 RETRY_FIRST: Final = 0.25
 RETRY_MOST: Final = 4.0
-#: Conversation log entries kept for the store while it cannot be reached; the oldest
-#: go first beyond it (the log in the store is bounded too, ``max_log_bytes``).
-MAX_PENDING_LOG: Final = 512
+#: Room left in ``max_log_bytes`` for the msgpack array header of a write's entries.
+_LOG_HEADER: Final = 8
+_ENCODE: Final = msgspec.msgpack.Encoder()
+
+
+def encode_entry(entry: HistoryEntry, most: int) -> bytes | None:
+    """``entry`` as msgpack, in at most ``most`` bytes: a longer one shortened (its text
+    cut, with a note of how much; a tool call's arguments or a result's output
+    replaced by that note), None when even that does not fit (``most`` is at least
+    1 KiB, docs/limits.md, so only ids and names of hostile size)."""
+    data = _ENCODE.encode(entry)
+    if len(data) <= most:
+        return data
+    over = len(data) - most
+    note = f"[{len(data)} bytes; not kept: the conversation log keeps at most {most}]"
+    if isinstance(entry, UserSaid | AgentSaid):
+        raw = entry.text.encode()
+        keep = max(0, len(raw) - over - len(note) - 8)
+        text = raw[:keep].decode("utf-8", "ignore") + note
+        data = _ENCODE.encode(msgspec.structs.replace(entry, text=text))
+    elif isinstance(entry, ToolCalled):
+        data = _ENCODE.encode(msgspec.structs.replace(entry, arguments=note))
+    elif isinstance(entry, ToolResulted):
+        message = entry.message[:256] if entry.message is not None else None
+        data = _ENCODE.encode(msgspec.structs.replace(entry, output=note, message=message))
+    return data if len(data) <= most else None
+
+
+#: What the journals of a process say when the store stops and starts answering: one
+#: line per 10 s each, with the count, however many sessions (docs/operations.md#logs).
+_FELL_BACK: Final = Throttled(log, logging.WARNING)
+_RESYNCED: Final = Throttled(log, logging.INFO)
 
 
 class StoreUnavailable(Exception):
@@ -88,8 +131,8 @@ class Batch:
     kept: list[tuple[int, bytes]]
     #: The oldest seq still kept: older ones were acknowledged or dropped (§4.2, §11).
     first_kept: int
-    #: Conversation log entries since the last write.
-    log: list[HistoryEntry]
+    #: Conversation log entries since the last write, each encoded (:func:`encode_entry`).
+    log: list[bytes]
     #: How long the store keeps the session if nothing refreshes it (ms).
     ttl_ms: int
     #: Rewrite the whole session, kept messages included (after the store was lost).
@@ -110,6 +153,10 @@ class JournalStore(Protocol):
 
     def ttl_ms(self, session: ServerSession, now: float) -> int:
         """How long the store should keep ``session`` from ``now`` (ms)."""
+
+    @property
+    def max_log_bytes(self) -> int:
+        """The conversation log the store keeps per session (bytes)."""
 
 
 class _Writer(Protocol):
@@ -134,11 +181,14 @@ class SessionJournal:
         "_kept",
         "_last_turn",
         "_log",
+        "_log_bytes",
+        "_max_log",
         "_persisted_in",
         "_retry_delay",
         "_state_dirty",
         "_task",
         "_text",
+        "_text_chars",
         "_text_turn",
         "_unsynced",
         "loop",
@@ -170,8 +220,14 @@ class SessionJournal:
         self._persisted_in = session.incoming.last_seq if synced else -1
         self._kept: list[tuple[int, bytes]] = []
         self._items = ItemsEncoder()
-        self._log: list[HistoryEntry] = []
+        #: Conversation log entries not yet written, encoded, ``_log_bytes`` in all,
+        #: within ``_max_log`` (the oldest go first).
+        self._log: list[bytes] = []
+        self._log_bytes = 0
+        self._max_log = max(store.max_log_bytes - _LOG_HEADER, _LOG_HEADER)
+        #: The agent's text of the turn so far, ``_text_chars`` characters in all.
         self._text: list[str] = []
+        self._text_chars = 0
         self._text_turn: str | None = None
         self._client_dirty = not synced
         self._state_dirty = not synced
@@ -198,6 +254,9 @@ class SessionJournal:
                 self._end_text()
             self._text_turn = turn_id
             self._text.append(message.text)
+            self._text_chars += len(message.text)
+            if self._text_chars > self._max_log:
+                self._end_text()  # more than the log keeps: shortened now, not held
         elif kind is Transcript:
             assert isinstance(message, Transcript)
             if message.final:
@@ -256,13 +315,36 @@ class SessionJournal:
     def _add(self, entry: HistoryEntry) -> None:
         if self._text:
             self._end_text()
-        self._log.append(entry)
-        if len(self._log) > MAX_PENDING_LOG:  # only while the store is unreachable
-            del self._log[: len(self._log) - MAX_PENDING_LOG]
+        self._append(entry)
+
+    def _append(self, entry: HistoryEntry) -> None:
+        data = encode_entry(entry, self._max_log)
+        if data is not None:
+            self._log.append(data)
+            self._log_bytes += len(data)
+            self._trim_log()
+
+    def _trim_log(self) -> None:
+        """The oldest entries go while those not yet written exceed the store's bound
+        (only while the store is unreachable, or for one write's worth)."""
+        if self._log_bytes <= self._max_log:
+            return
+        log, total, drop = self._log, self._log_bytes, 0
+        while total > self._max_log:
+            total -= len(log[drop])
+            drop += 1
+        del log[:drop]
+        self._log_bytes = total
 
     def _end_text(self) -> None:
-        text, self._text = "".join(self._text), []
-        self._log.append(AgentSaid(turn_id=self._text_turn, text=text))
+        text, self._text, self._text_chars = "".join(self._text), [], 0
+        self._append(AgentSaid(turn_id=self._text_turn, text=text))
+
+    def _put_back(self, entries: list[bytes]) -> None:
+        """A write that did not reach the store: its entries go before the newer ones."""
+        self._log[:0] = entries
+        self._log_bytes += sum(len(data) for data in entries)
+        self._trim_log()
 
     # -- the gate (ClientConnection.write_outbox) --
 
@@ -334,7 +416,7 @@ class SessionJournal:
             self._end_text()
         kept = session.outgoing.kept() if full else self._kept
         self._kept = []
-        entries, self._log = self._log, []
+        entries, self._log, self._log_bytes = self._log, [], 0
         client = client_data(session) if (self._client_dirty or full) else None
         self._client_dirty = self._state_dirty = False
         self._persisted_in = session.incoming.last_seq
@@ -404,7 +486,7 @@ class SessionJournal:
     def _fall_back(self, batch: Batch, exc: Exception) -> None:
         """The store did not answer: go on from memory, rewrite everything later."""
         if not self._unsynced:
-            log.warning(
+            _FELL_BACK(
                 "session %s: the session store did not answer (%s); going on from memory "
                 "until it does",
                 batch.session_id,
@@ -412,7 +494,7 @@ class SessionJournal:
             )
         self._unsynced = True
         # Log entries that did not reach the store go with the full rewrite.
-        self._log[:0] = batch.log
+        self._put_back(batch.log)
         self._client_dirty = self._state_dirty = True
         self._kept = []
         self._resync_soon()
@@ -435,13 +517,13 @@ class SessionJournal:
                     outcome = await self._write(batch)
                 except StoreUnavailable:
                     self._retry_delay = min(max(self._retry_delay, RETRY_FIRST) * 2, RETRY_MOST)
-                    self._log[:0] = batch.log
+                    self._put_back(batch.log)
                     self._client_dirty = self._state_dirty = True
                     continue
                 if outcome != "ok":  # fenced: even a whole rewrite is refused
                     self.lose()
                     return
-                log.info("session %s: written to the session store again", batch.session_id)
+                _RESYNCED("session %s: written to the session store again", batch.session_id)
                 self._unsynced = False
                 self._retry_delay = RETRY_FIRST
                 return
@@ -481,7 +563,7 @@ class SessionJournal:
         self.lost = True
         self._held = []
         self._kept = []
-        self._log = []
-        self._text = []
+        self._log, self._log_bytes = [], 0
+        self._text, self._text_chars = [], 0
         self.detach()
         self.on_lost(self.session.session_id)

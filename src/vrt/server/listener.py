@@ -76,20 +76,58 @@ def default_max_connections() -> int:
 
 
 class ConnectionCap:
-    """Counts open TCP connections, upgraded or not, against ``limit``."""
+    """Counts open TCP connections, upgraded or not, against ``limit``.
 
-    def __init__(self, limit: int) -> None:
+    :param evicts: at the cap, a new connection closes the oldest one instead of being
+        refused: for a listener whose requests are answered at once (the operations
+        listener's probes), where the oldest connection is the one that sends nothing,
+        so that idle connections can never keep a probe out.
+    """
+
+    def __init__(self, limit: int, *, evicts: bool = False) -> None:
         if limit < 1:
             raise ValueError("the connection cap must be at least 1")
         self.limit = limit
+        self.evicts = evicts
         self.open = 0
         self.refused = 0
+        #: Connections closed to make room (``evicts``).
+        self.evicted = 0
+        #: With ``evicts``: the open connections, the oldest first.
+        self._members: dict[_Counted, asyncio.BaseTransport] = {}
         self._unreported = 0
         self._reported_at = -WARN_INTERVAL
 
     @property
     def full(self) -> bool:
-        return self.open >= self.limit
+        return self.open - self._evicting >= self.limit
+
+    @property
+    def _evicting(self) -> int:
+        """Connections aborted to make room whose close has not yet been seen."""
+        return self.open - len(self._members) if self.evicts else 0
+
+    def joined(self, member: _Counted, transport: asyncio.BaseTransport) -> None:
+        self.open += 1
+        if self.evicts:
+            self._members[member] = transport
+
+    def left(self, member: _Counted) -> None:
+        self.open -= 1
+        self._members.pop(member, None)
+
+    def evict_oldest(self) -> bool:
+        """Abort the oldest connection (``evicts``); False when there is none."""
+        oldest = next(iter(self._members), None)
+        if oldest is None:
+            return False
+        self.evicted += 1
+        transport = self._members.pop(oldest)
+        if isinstance(transport, asyncio.WriteTransport):
+            transport.abort()
+        else:
+            transport.close()
+        return True
 
     def refusal(self) -> None:
         self.refused += 1
@@ -110,11 +148,11 @@ class _Counted(WSProtocol):
     cap: ConnectionCap
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
-        self.cap.open += 1
+        self.cap.joined(self, transport)
         super().connection_made(transport)
 
     def connection_lost(self, exc: Exception | None) -> None:
-        self.cap.open -= 1
+        self.cap.left(self)
         super().connection_lost(exc)
 
 
@@ -148,7 +186,7 @@ async def listen(
     logger = PicowsLog(logging.getLogger("picows.server"))
 
     def protocol() -> asyncio.BaseProtocol:
-        if cap.full:
+        if cap.full and not (cap.evicts and cap.evict_oldest()):
             return _Refused(cap)
         made = _Counted(
             None,  # host and port: a server's protocol has none

@@ -64,6 +64,10 @@ DEFAULT_MAX_LOG_BYTES: Final = 256 << 10
 #: The smallest ``max_log_bytes`` a URL may ask for: less keeps hardly a turn for an
 #: agent rebuilt elsewhere (the newest write's entries are kept whatever the bound).
 MIN_LOG_BYTES: Final = 1 << 10
+#: The kept messages of one write go in stream entries of about this size (the last
+#: message of an entry may take it past): the stream holds at most this much more
+#: than the kept window.
+STREAM_ENTRY_BYTES: Final = 32 << 10
 #: Pipelines in flight at once; writes that arrive meanwhile go with the next one.
 MAX_PIPELINES: Final = 4
 _OWNER = "owner"
@@ -78,9 +82,10 @@ return 1
 """
 
 # KEYS: meta, out, log. ARGV: token, ttl, state, client ('' = unchanged), first kept
-# seq, full ('1' rewrites the session whole), log cap in bytes, principal, the last seq
-# of the kept messages written (0: none), their blob, the log entries' blob ('' none).
-# Returns 1 written, 0 fenced (another owner, or the session ended), -1 missing.
+# seq, full ('1' rewrites the session whole), log cap in bytes, principal, the log
+# entries' blob ('' none), then for each stream entry of the kept messages written,
+# its last seq and its blob. Returns 1 written, 0 fenced (another owner, or the
+# session ended), -1 missing.
 _WRITE: Final = """
 local owner = redis.call('HGET', KEYS[1], 'owner')
 local full = ARGV[6] == '1'
@@ -101,16 +106,18 @@ if full then
 end
 redis.call('HSET', KEYS[1], 'owner', ARGV[1], 'state', ARGV[3])
 if ARGV[4] ~= '' then redis.call('HSET', KEYS[1], 'client', ARGV[4]) end
-local last = tonumber(ARGV[9])
-if last > outlast then
-  redis.call('XADD', KEYS[2], ARGV[9] .. '-0', 'm', ARGV[10])
-  outlast = last
+for i = 10, #ARGV, 2 do
+  local last = tonumber(ARGV[i])
+  if last > outlast then
+    redis.call('XADD', KEYS[2], ARGV[i] .. '-0', 'm', ARGV[i + 1])
+    outlast = last
+  end
 end
 redis.call('HSET', KEYS[1], 'outlast', outlast)
 redis.call('XTRIM', KEYS[2], 'MINID', ARGV[5])
-local added = #ARGV[11]
+local added = #ARGV[9]
 if added > 0 then
-  redis.call('RPUSH', KEYS[3], ARGV[11])
+  redis.call('RPUSH', KEYS[3], ARGV[9])
   local total = redis.call('HINCRBY', KEYS[1], 'logbytes', added)
   local cap = tonumber(ARGV[7])
   while total > cap and redis.call('LLEN', KEYS[3]) > 1 do
@@ -209,6 +216,22 @@ def _max_log_bytes(value: str | None) -> int:
 _MSGPACK: Final = msgspec.msgpack.Encoder()
 _KEPT: Final = msgspec.msgpack.Decoder(list[tuple[int, bytes]])
 _LOG: Final = msgspec.msgpack.Decoder(list[HistoryEntry])
+
+
+def _stream_entries(kept: list[tuple[int, bytes]]) -> list[Any]:
+    """The kept messages of one write as stream entries, ``[last seq, blob, ...]``: one
+    entry while they are small, more as they grow (each at most
+    :data:`STREAM_ENTRY_BYTES`, or one message), so that ``XTRIM MINID`` frees them
+    as the client acknowledges them and the stream holds little more than the
+    session's kept window (``max_unacked_bytes``), not whole writes behind it."""
+    entries: list[Any] = []
+    start, size = 0, 0
+    for index, (seq, data) in enumerate(kept):
+        size += len(data)
+        if size >= STREAM_ENTRY_BYTES or index == len(kept) - 1:
+            entries += (seq, _MSGPACK.encode(kept[start : index + 1]))
+            start, size = index + 1, 0
+    return entries
 
 
 def decode_kept(blob: bytes) -> list[tuple[int, bytes]]:
@@ -607,9 +630,8 @@ class RedisSessionStore:
             "1" if batch.full else "0",
             self.max_log_bytes,
             _principal(batch.principal),
-            batch.kept[-1][0] if batch.kept else 0,
-            _MSGPACK.encode(batch.kept) if batch.kept else b"",
-            _MSGPACK.encode(batch.log) if batch.log else b"",
+            _MSGPACK.encode([msgspec.Raw(data) for data in batch.log]) if batch.log else b"",
+            *_stream_entries(batch.kept),
         ]
         assert self._loop is not None
         outcome: asyncio.Future[WriteOutcome] = self._loop.create_future()

@@ -162,6 +162,14 @@ class ClientConnection(WSListener):
         #: Set while the bound session lives in a shared store (write-ahead).
         self.gate: WriteGate | None = None
 
+    @property
+    def peer(self) -> object:
+        """The client's address as the socket has it (``(host, port, ...)``), or None."""
+        transport = self.transport
+        if transport is None:
+            return None
+        return transport.underlying_transport.get_extra_info("peername")
+
     # -- picows callbacks --
 
     def on_ws_connected(self, transport: WSTransport) -> None:

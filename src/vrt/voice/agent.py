@@ -30,6 +30,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import re
 from collections import deque
 from collections.abc import Coroutine
 from dataclasses import dataclass, field
@@ -109,6 +110,10 @@ class VoiceStages:
 
 #: Synthesised chunks (a Piper clause each) the synthesiser may hold ahead of the writer.
 _AHEAD: Final = 2
+#: Control characters (a text may hold any, §6.3): the speech engines say nothing for
+#: them and fail on some (Piper's espeak-ng bridge refuses a NUL), so they are spoken
+#: as spaces; the text sent and its transcript keep them.
+_UNSPEAKABLE: Final = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
 
 
 class _TurnOver(Exception):
@@ -238,7 +243,7 @@ class _Speaker:
         try:
             while (text := await self.queue.get()) is not None:
                 index += 1
-                async for samples in self.agent.stages.tts.synthesize(text):
+                async for samples in self.agent.stages.tts.synthesize(_UNSPEAKABLE.sub(" ", text)):
                     if self.timing is not None and self.timing.synthesized is None:
                         self.timing.synthesized = asyncio.get_running_loop().time()
                     await ready.put((index, text, samples))
