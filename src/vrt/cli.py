@@ -856,6 +856,8 @@ def chat(
     the reply to the one before. The client hosts two tools, get_time() and add(a, b).
     A dropped connection is resumed (§5.4) for up to --give-up-after seconds.
     """
+    if save_reply is not None and wav is None:
+        raise _fail("--save-reply saves the spoken reply to --wav FILE: give --wav too")
     if wav is not None or voice:
         from .voice.chat import run_voice_chat, run_wav
 
