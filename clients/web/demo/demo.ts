@@ -158,6 +158,7 @@ function wire(client: VrtClient): void {
     $("formats").textContent = `in ${e.input.encoding} ${e.input.sampleRate ?? ""}, out ${e.output.encoding} ${e.output.sampleRate ?? ""}`;
     line("note", e.resumed ? "resumed: nothing lost" : "connected");
     enable(true);
+    preselectedMicrophone(); // a gesture may have come while it connected
   });
   on("disconnected", (e) => {
     setState(e.resuming ? "resuming…" : "disconnected", "resuming");
@@ -239,6 +240,18 @@ function talking(on: boolean): void {
 
 // --- the page -------------------------------------------------------------------------
 
+/** The microphone mode of `?mic=`, until it opens: after a gesture, once connected. */
+let micWanted: "always" | "push-to-talk" | null = null;
+let gestured = false;
+
+function preselectedMicrophone(): void {
+  const mode = micWanted;
+  if (!mode || !gestured || !demo.client?.connected || demo.microphone) return;
+  micWanted = null;
+  ($("mic-mode") as HTMLSelectElement).value = mode;
+  void startMicrophone(mode);
+}
+
 /** The first trusted gesture on the page: audio may play, and a preselected
  * microphone (`?mic=`) opens. */
 function afterGesture(then: () => void): void {
@@ -305,15 +318,13 @@ async function main(): Promise<void> {
   }, 2000);
   const mic = params.get("mic");
   if (mic === "always" || mic === "push-to-talk") {
+    micWanted = mic;
     line("note", `the microphone (${mic.replace(/-/g, " ")}) starts at your first click or key press`);
-    afterGesture(() => {
-      if (!demo.client || demo.microphone) return;
-      ($("mic-mode") as HTMLSelectElement).value = mic;
-      void startMicrophone(mic);
-    });
-  } else {
-    afterGesture(() => undefined);
   }
+  afterGesture(() => {
+    gestured = true;
+    preselectedMicrophone();
+  });
   if (!server.own) {
     line("note", `this page's address names another server, ${server.url}: press Connect to talk to it`);
   } else if (params.get("connect") !== "0") {
