@@ -6,7 +6,14 @@ a person reads, not on the bytes written."""
 
 from __future__ import annotations
 
+import fcntl
+import os
+import pty
+import select
+import struct
 import subprocess
+import termios
+import time
 from io import StringIO
 
 import pyte
@@ -185,3 +192,48 @@ def test_save_reply_without_wav_is_refused() -> None:
     assert done.stderr.strip().splitlines() == [
         "vrt: --save-reply saves the spoken reply to --wav FILE: give --wav too"
     ]
+
+
+def test_typing_over_the_voice_agents_reply_in_a_terminal() -> None:
+    """End to end in a pseudo-terminal against the default voice agent, whose reply line
+    stays open while it speaks: a line typed then interrupts it (§6.3) and is read on a
+    line of its own, not glued to the reply."""
+    pytest.importorskip("faster_whisper")
+    with vrt_serve(default_agent=True) as url:
+        master, slave = pty.openpty()
+        fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", 30, 100, 0, 0))
+        process = subprocess.Popen(
+            [*vrt_command(), "chat", url],
+            stdin=slave,
+            stdout=slave,
+            stderr=slave,
+            start_new_session=True,
+            env=dict(os.environ, COLUMNS="100", PYTHONUNBUFFERED="1"),
+        )
+        os.close(slave)
+        screen = pyte.Screen(100, 30)
+        stream = pyte.ByteStream(screen)
+
+        def until(text: str) -> None:
+            deadline = time.monotonic() + 60
+            while not any(text in line for line in screen.display):
+                assert time.monotonic() < deadline, f"{text!r} not on the screen"
+                ready, _, _ = select.select([master], [], [], 0.05)
+                if ready:
+                    stream.feed(os.read(master, 65536))
+
+        try:
+            until("connected to")
+            os.write(master, b"echo one two three four five six seven eight nine ten\n")
+            until("agent: one")
+            os.write(master, b"hello again\n")
+            until("agent: hello again")
+            until("· idle")
+        finally:
+            process.kill()
+            process.wait()
+            os.close(master)
+    shown = [line.rstrip() for line in screen.display if line.strip()]
+    assert "interrupted by the server" in "\n".join(shown), shown  # typed while it spoke
+    assert "agent: one two three four five six seven eight nine ten" in shown, shown
+    assert "hello again" in shown, shown  # the typed line, on its own
