@@ -1,9 +1,12 @@
 // Builds the package (dist/), the demo page (dist/demo/), the conformance runner's page
 // (dist/conformance/) and, with --tests, the Node tests (dist-test/). --size prints the
 // minified + gzip size of each entry point. esbuild bundles; tsc writes the .d.ts files.
+// --package-demo also copies the demo page into the Python package
+// (src/vrt/_web/demo, committed), so that `vrt demo` works from a wheel built without
+// Node; tests/test_demo_command.py checks that copy against a fresh build.
 import { build } from "esbuild";
 import { execFileSync } from "node:child_process";
-import { cpSync, mkdirSync, readdirSync, rmSync, writeFileSync } from "node:fs";
+import { cpSync, mkdirSync, readFileSync, readdirSync, rmSync, writeFileSync } from "node:fs";
 import { gzipSync } from "node:zlib";
 
 const here = new URL(".", import.meta.url).pathname;
@@ -75,7 +78,19 @@ async function tests(code) {
   await build({ ...common, entryPoints: entries, outdir: "dist-test", platform: "node", define: define(code), sourcemap: "inline" });
 }
 
+/** The demo page for the Python package: its page, style and script, without the
+ * source map (a quarter of a megabyte of sources a page user never needs). */
+function packageDemo() {
+  const target = `${here}../../src/vrt/_web/demo`;
+  rmSync(target, { recursive: true, force: true });
+  mkdirSync(target, { recursive: true });
+  for (const file of ["index.html", "demo.css"]) cpSync(`${here}dist/demo/${file}`, `${target}/${file}`);
+  const script = readFileSync(`${here}dist/demo/demo.js`, "utf8").replace(/\n\/\/# sourceMappingURL=demo\.js\.map\n?$/, "\n");
+  writeFileSync(`${target}/demo.js`, script);
+}
+
 const code = await worklets();
 await library(code);
+if (args.has("--package-demo")) packageDemo();
 if (args.has("--tests")) await tests(code);
 if (args.has("--size")) await sizes(code);

@@ -27,8 +27,9 @@ from pathlib import Path
 from typing import Any, Final
 from urllib.parse import urlsplit
 
+from rich.cells import cell_len
 from rich.console import Console
-from rich.markup import escape
+from rich.markup import escape as _markup_escape
 
 from .client import (
     DEFAULT_GIVE_UP_AFTER,
@@ -60,16 +61,50 @@ from .client.audio import Microphone, PlaybackClock, Speaker
 from .client.tls import cafile_context, describe_tls_error, insecure_context
 from .protocol.errors import LocalProtocolError
 from .protocol.messages import PCM16_24K, UserText
+from .terminal_text import printable
 
 __all__ = ["demo_tools", "run_chat"]
 
 #: A second Ctrl-C within this many seconds quits.
 QUIT_WINDOW: Final = 2.0
+#: A wss:// session not open after this long: ask the server in plain HTTP whether it
+#: speaks TLS at all (a plain server never answers a TLS handshake).
+TLS_PROBE_AFTER: Final = 0.5
+TLS_PROBE_TIMEOUT: Final = 3.0
+#: The turns whose text was shown, remembered to leave out their agent transcripts.
+_TEXT_TURNS_KEPT: Final = 16
 
 HELP: Final = (
     "Type a message and press Enter. Ctrl-C interrupts the agent; Ctrl-C twice quits. "
     "Commands: /interrupt, /context JSON, /quit."
 )
+
+
+def escape(text: str) -> str:
+    """Text from anywhere, as rich markup that shows it literally and without the
+    terminal's control sequences (issue: a server could clear the screen, write the
+    clipboard with OSC 52 or set the window title; terminal_text.py)."""
+    return _markup_escape(printable(text))
+
+
+async def _plain_http_answer(url: str) -> bool:
+    """Whether the server of the wss:// ``url`` answers a plain HTTP request in plain
+    HTTP: then it does not speak TLS, and a TLS handshake with it would wait forever."""
+    parts = urlsplit(url)
+    host = parts.hostname or ""
+    port = parts.port or 443
+    try:
+        async with asyncio.timeout(TLS_PROBE_TIMEOUT):
+            reader, writer = await asyncio.open_connection(host, port)
+            try:
+                shown = f"[{host}]" if ":" in host else host
+                writer.write(f"GET / HTTP/1.1\r\nHost: {shown}:{port}\r\n\r\n".encode())
+                await writer.drain()
+                return (await reader.read(5)) == b"HTTP/"
+            finally:
+                writer.close()
+    except (OSError, TimeoutError):
+        return False
 
 
 def _compact(value: Any) -> str:
@@ -162,6 +197,8 @@ class _Chat:
         self.quitting = False
         self._quit: asyncio.Event | None = None
         self._text_turn: str | None = None  # the turn whose text line is open
+        self._text_line = ""  # what that line shows so far
+        self._text_turns: list[str] = []  # the latest turns whose text was shown
         self._held: list[str] = []  # notes that wait for the open text line to end
         self._pending_reply = False  # text sent, its turn not seen yet
         self._sent_at_epoch = 0
@@ -186,6 +223,7 @@ class _Chat:
         if self._text_turn is not None:
             self.out.print()
             self._text_turn = None
+            self._text_line = ""
         held, self._held = self._held, []
         for markup in held:
             self.out.print(markup)
@@ -287,8 +325,28 @@ class _Chat:
         self.client = client
         connecting = loop.create_task(client.connect())
         quitting = loop.create_task(self._quit.wait())
-        await asyncio.wait({connecting, quitting}, return_when=asyncio.FIRST_COMPLETED)
+        waiting: set[asyncio.Task[Any]] = {connecting, quitting}
+        probe = loop.create_task(self._probe_tls()) if secure else None
+        if probe is not None:
+            waiting.add(probe)
+        while True:
+            done, _ = await asyncio.wait(waiting, return_when=asyncio.FIRST_COMPLETED)
+            if probe in done and not probe.result():
+                waiting.discard(probe)  # it speaks TLS, or did not say: wait on
+                continue
+            break
         quitting.cancel()
+        if probe is not None:
+            probe.cancel()
+        if probe is not None and probe.done() and not probe.cancelled() and probe.result():
+            connecting.cancel()
+            await client.close()
+            plain = "ws://" + self.url.split("://", 1)[1]
+            self.err.print(
+                f"vrt chat: cannot connect to {escape(self.url)}: TLS failed: the server "
+                f"answers in plain HTTP, not TLS; try {escape(plain)}"
+            )
+            return 1
         if not connecting.done():
             connecting.cancel()
             await client.close()
@@ -316,6 +374,12 @@ class _Chat:
         await self._quit.wait()
         await self._shutdown(client)
         return self.exit_code
+
+    async def _probe_tls(self) -> bool:
+        """After :data:`TLS_PROBE_AFTER` without a session: whether the server answers
+        in plain HTTP (it does not speak TLS)."""
+        await asyncio.sleep(TLS_PROBE_AFTER)
+        return await _plain_http_answer(self.url)
 
     def _open_failure(self, exc: BaseException, trusted: str | None) -> str:
         """Why the session could not be opened, in one line."""
@@ -387,6 +451,7 @@ class _Chat:
                 await self._settled.wait()  # the end of input: the reply still counts
                 self.quit(self.exit_code)
                 return
+            self._typed_over_text(line)
             text = line.strip()
             if not text:
                 continue
@@ -399,6 +464,25 @@ class _Chat:
                 self.say(f"[red]cannot send: {escape(str(exc))}[/]")
             if one_at_a_time:
                 await self._settled.wait()
+
+    def _typed_over_text(self, line: str) -> None:
+        """A line typed while the agent's text streamed: the terminal echoed it into the
+        agent's line. Redraw them apart: the agent's line so far, then what was typed;
+        the rest of the reply starts a line of its own."""
+        if self._text_turn is None or not (_interactive() and self.out.is_terminal):
+            return
+        width = max(1, self.out.width)
+        cells = cell_len("agent: " + self._text_line) + cell_len(line)
+        rows = max(1, -(-cells // width))  # the rows the glued line took
+        # ESC[nF: to the start of the line n rows up; ESC[J: erase to the screen's end.
+        self.out.file.write(f"\x1b[{rows}F\x1b[J")
+        self.out.print(f"[bold cyan]agent:[/] {escape(self._text_line)}")
+        self.out.print(escape(line))
+        self._text_turn = None
+        self._text_line = ""
+        held, self._held = self._held, []
+        for markup in held:
+            self.out.print(markup)
 
     async def _command(self, client: VrtClient, text: str) -> None:
         if text == "/help":
@@ -434,7 +518,8 @@ class _Chat:
         if isinstance(event, TextReceived):
             self._text(event)
         elif isinstance(event, TranscriptReceived):
-            if event.final:
+            # The agent's transcript of a turn whose text was shown says it again.
+            if event.final and not (event.role == "agent" and event.turn_id in self._text_turns):
                 who = "agent said" if event.role == "agent" else "you said"
                 self.note(f"[dim]{who}:[/] {escape(event.text)}")
         elif isinstance(event, TurnChanged):
@@ -465,7 +550,11 @@ class _Chat:
             self._end_line()
             self.out.print("[bold cyan]agent:[/] ", end="")
             self._text_turn = event.turn_id or ""
-        self.out.print(escape(event.text), end="")
+            if event.turn_id and event.turn_id not in self._text_turns:
+                self._text_turns = [*self._text_turns[1 - _TEXT_TURNS_KEPT :], event.turn_id]
+        shown = printable(event.text)
+        self._text_line += shown
+        self.out.print(_markup_escape(shown), end="")
 
     def _session(self, event: Event) -> None:
         """Connection and session events."""

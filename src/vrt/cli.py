@@ -5,13 +5,14 @@ from __future__ import annotations
 import asyncio
 import importlib.util
 import logging
+import math
 import os
 import signal
 import ssl
 import sys
 from collections.abc import Callable, Coroutine
 from pathlib import Path
-from typing import Annotated, Any, cast
+from typing import Annotated, Any, Final, cast
 
 import typer
 import typer.core
@@ -26,9 +27,10 @@ from .protocol.streams import DEFAULT_MAX_KEPT
 # The examples at the end of each --help ("\b" keeps click from rewrapping a block).
 MAIN_EPILOG = """\b
 Examples:
-  vrt serve                                  a server with the scripted agent
+  vrt serve                                  a server with the voice agent (offline
+                                             speech; scripted without the voice extra)
   printf 'echo hello\\n' | vrt chat ws://127.0.0.1:8765
-  vrt conformance server ws://127.0.0.1:8765
+  vrt serve --agent scripted & vrt conformance server ws://127.0.0.1:8765
   vrt docs                                   the documentation, offline
 
 Run 'vrt COMMAND --help' for a command's options."""
@@ -60,6 +62,7 @@ More: 'vrt docs client'."""
 
 CONFORMANCE_SERVER_EPILOG = """\b
 Examples:
+  vrt serve --agent scripted &               the agent the checks talk to
   vrt conformance server ws://127.0.0.1:8765
   vrt conformance server ws://127.0.0.1:8765 --only §5.4 --junit report.xml
   vrt conformance server --list
@@ -95,6 +98,15 @@ class ManPage(typer.core.TyperCommand):
                 name = _argument_name(param)
                 pieces.append(name if param.required else f"[{name}]")
         return pieces
+
+    def parse_args(self, ctx: Any, args: list[str]) -> list[str]:
+        """An impossible value (a flag, a VRT_* variable or a --config file) gets one
+        line naming the option and exit status 2, not click's usage block."""
+        try:
+            return super().parse_args(ctx, args)
+        except typer.BadParameter as exc:
+            typer.echo(f"{ctx.command_path}: {exc.format_message()}", err=True)
+            raise typer.Exit(2) from None
 
     def format_options(self, ctx: Any, formatter: Any) -> None:
         params = self.get_params(ctx)
@@ -188,6 +200,45 @@ def _env(name: str) -> str:
     return "VRT_" + name.upper()
 
 
+MAX_PORT: Final = 65535
+#: The schemes of --store besides memory (vrt.server.redis_store.check_url).
+STORE_SCHEMES: Final = ("redis", "rediss", "unix")
+
+
+def _seconds(*, zero: bool = False) -> Callable[[float | None], float | None]:
+    """A callback for an option in seconds: a finite number, positive (or, with
+    ``zero``, not negative); nan, inf and negative durations are impossible values."""
+
+    def check(value: float | None) -> float | None:
+        if value is not None and (
+            not math.isfinite(value) or value < 0 or (value == 0 and not zero)
+        ):
+            wanted = "0 or more" if zero else "more than 0"
+            raise typer.BadParameter(f"{value:g} seconds: expected a finite number, {wanted}")
+        return value
+
+    return check
+
+
+def _at_least(lowest: int) -> Callable[[int | None], int | None]:
+    """A callback for a count: ``lowest`` or more."""
+
+    def check(value: int | None) -> int | None:
+        if value is not None and value < lowest:
+            raise typer.BadParameter(f"{value}: expected a whole number, {lowest} or more")
+        return value
+
+    return check
+
+
+def _port(value: int) -> int:
+    """A TCP port: 0 (pick a free one) to 65535; the operating system would take a
+    larger number modulo 65536 (99999 listens on 34463)."""
+    if not 0 <= value <= MAX_PORT:
+        raise typer.BadParameter(f"{value} is not a TCP port (0 to {MAX_PORT}; 0 picks a free one)")
+    return value
+
+
 @app.command(cls=ManPage, epilog=SERVE_EPILOG)
 def serve(
     ctx: typer.Context,
@@ -201,7 +252,12 @@ def serve(
     ] = "127.0.0.1",
     port: Annotated[
         int,
-        typer.Option(metavar="PORT", envvar=_env("port"), help="TCP port; 0 picks a free one."),
+        typer.Option(
+            metavar="PORT",
+            envvar=_env("port"),
+            callback=_port,
+            help="TCP port; 0 picks a free one.",
+        ),
     ] = 8765,
     agent: Annotated[
         str | None,
@@ -264,6 +320,7 @@ def serve(
         typer.Option(
             metavar="SEC",
             envvar=_env("resume_window"),
+            callback=_seconds(),
             help="How long a session whose connection dropped waits for a resume (§5.1).",
         ),
     ] = 30.0,
@@ -272,6 +329,7 @@ def serve(
         typer.Option(
             metavar="SEC",
             envvar=_env("heartbeat_timeout"),
+            callback=_seconds(),
             help="Close a connection silent this long with 4408 (§4.4).",
         ),
     ] = 45.0,
@@ -280,6 +338,7 @@ def serve(
         typer.Option(
             metavar="SEC",
             envvar=_env("hello_timeout"),
+            callback=_seconds(),
             help="Close a connection that sends no hello this long with 1008.",
         ),
     ] = 10.0,
@@ -288,6 +347,7 @@ def serve(
         typer.Option(
             metavar="SEC",
             envvar=_env("tool_timeout"),
+            callback=_seconds(),
             help="Settle a client tool call without a result this long as TIMEOUT (§7.2).",
         ),
     ] = 30.0,
@@ -296,6 +356,7 @@ def serve(
         typer.Option(
             metavar="SEC",
             envvar=_env("drain_timeout"),
+            callback=_seconds(zero=True),
             help="On SIGTERM or Ctrl-C, let replies in flight finish this long before "
             "ending every session with SERVER_SHUTDOWN; a second signal stops at once.",
         ),
@@ -305,6 +366,7 @@ def serve(
         typer.Option(
             metavar="N",
             envvar=_env("max_unacked"),
+            callback=_at_least(1),
             help="Unacknowledged messages kept per session for resends (§4.1).",
         ),
     ] = DEFAULT_MAX_KEPT,
@@ -313,6 +375,7 @@ def serve(
         typer.Option(
             metavar="N",
             envvar=_env("max_sessions"),
+            callback=_at_least(1),
             help="At most N live sessions, connected or waiting for a resume. One more "
             "evicts the session parked the longest, or with none parked gets "
             "START_FAILED (close 1011); resumes are always served. Default: no limit.",
@@ -323,6 +386,7 @@ def serve(
         typer.Option(
             metavar="N",
             envvar=_env("max_parked"),
+            callback=_at_least(0),
             help="At most N sessions waiting for a resume; one more evicts the one parked "
             "the longest (its resume gets RESUME_FAILED). Default: no limit.",
         ),
@@ -332,6 +396,7 @@ def serve(
         typer.Option(
             metavar="N",
             envvar=_env("max_connections"),
+            callback=_at_least(1),
             help="TCP connections open at once; one more is refused with HTTP 503. "
             "Default: the open-file limit less headroom.",
         ),
@@ -364,6 +429,7 @@ def serve(
         typer.Option(
             metavar="N",
             envvar=_env("workers"),
+            callback=_at_least(1),
             help="Serve with N processes on the same port (SO_REUSEPORT); N > 1 needs "
             "--store redis://... SIGTERM drains them all. Default: 1.",
         ),
@@ -466,38 +532,10 @@ def serve(
             context.load_cert_chain(tls_cert, tls_key)
         except (OSError, ssl.SSLError) as exc:
             raise _fail(f"cannot load the TLS certificate {tls_cert}: {exc}") from None
-    for name, value in (
-        ("resume-window", resume_window),
-        ("heartbeat-timeout", heartbeat_timeout),
-        ("tool-timeout", tool_timeout),
-    ):
-        if value <= 0:
-            raise _fail(f"--{name} must be positive")
-    if max_unacked < 1:
-        raise _fail("--max-unacked must be at least 1")
-    if max_sessions is not None and max_sessions < 1:
-        raise _fail("--max-sessions must be at least 1")
-    for name, limit in (("max-parked", max_parked), ("max-connections", max_connections)):
-        if limit is not None and limit < (0 if name == "max-parked" else 1):
-            raise _fail(f"--{name} is too small")
-    if hello_timeout <= 0 or drain_timeout < 0:
-        raise _fail("--hello-timeout must be positive and --drain-timeout not negative")
     telemetry = _telemetry(agent, metrics)
-    if workers < 1:
-        raise _fail("--workers must be at least 1")
     shared = store != "memory"
     if shared:
-        try:
-            from .server.redis_store import check_url
-        except ImportError as exc:
-            raise _fail(
-                f"--store {store.split('://')[0]}:// needs the redis extra: "
-                f"pip install 'vrealtime[redis]' (missing: {exc.name})"
-            ) from None
-        try:
-            check_url(store)
-        except ValueError as exc:
-            raise _fail(f"--store: {exc}") from None
+        _check_store(store)
     elif workers > 1:
         raise _fail("--workers above 1 needs a shared session store: --store redis://HOST:PORT/DB")
     if metrics is not None and workers > 1:
@@ -613,6 +651,27 @@ def serve(
     _run(run(make_server(False), port))
 
 
+def _check_store(store: str) -> None:
+    """``--store``: a URL of a store this installation can use, or one line saying why
+    not (an unknown scheme, or the redis extra missing), exit status 2."""
+    scheme, sep, _ = store.partition("://")
+    if not sep or scheme not in STORE_SCHEMES:
+        raise _fail(
+            f"--store {store!r}: expected memory, redis://HOST:PORT/DB, rediss://... or unix://PATH"
+        )
+    try:
+        from .server.redis_store import check_url
+
+        check_url(store)
+    except ImportError as exc:
+        raise _fail(
+            f"--store {scheme}:// needs the redis extra: pip install 'vrealtime[redis]' "
+            f"(missing: {exc.name})"
+        ) from None
+    except ValueError as exc:
+        raise _fail(f"--store: {exc}") from None
+
+
 def _safe_url(url: str) -> str:
     """``url`` without a password, for what is printed."""
     from urllib.parse import urlsplit
@@ -661,9 +720,19 @@ def demo(
     host: Annotated[
         str, typer.Option(metavar="HOST", help="Interface for both servers (keep it loopback).")
     ] = "127.0.0.1",
-    port: Annotated[int, typer.Option(metavar="PORT", help="The vRT server's port.")] = 8765,
+    port: Annotated[
+        int,
+        typer.Option(
+            metavar="PORT", callback=_port, help="The vRT server's port; 0 picks a free one."
+        ),
+    ] = 8765,
     http_port: Annotated[
-        int, typer.Option(metavar="PORT", help="The demo page's HTTP port; 0 picks a free one.")
+        int,
+        typer.Option(
+            metavar="PORT",
+            callback=_port,
+            help="The demo page's HTTP port; 0 picks a free one.",
+        ),
     ] = 8780,
     agent: Annotated[
         str | None,
@@ -750,6 +819,7 @@ def chat(
         float,
         typer.Option(
             metavar="SEC",
+            callback=_seconds(),
             help="After a lost connection, stop if the session is not resumed within SEC seconds.",
         ),
     ] = DEFAULT_GIVE_UP_AFTER,
@@ -786,6 +856,8 @@ def chat(
     the reply to the one before. The client hosts two tools, get_time() and add(a, b).
     A dropped connection is resumed (§5.4) for up to --give-up-after seconds.
     """
+    if save_reply is not None and wav is None:
+        raise _fail("--save-reply saves the spoken reply to --wav FILE: give --wav too")
     if wav is not None or voice:
         from .voice.chat import run_voice_chat, run_wav
 
@@ -794,8 +866,6 @@ def chat(
         raise typer.Exit(run_voice_chat(url, auth=auth, push_to_talk=push_to_talk))
     from .chat import run_chat
 
-    if not give_up_after > 0:
-        raise _fail("--give-up-after must be positive")
     code = run_chat(
         url,
         auth=auth,
@@ -845,7 +915,9 @@ JsonReport = Annotated[
 JunitReport = Annotated[
     Path | None, typer.Option("--junit", metavar="PATH", help="Write a JUnit XML report here.")
 ]
-CheckTimeout = Annotated[float, typer.Option(metavar="SEC", help="Seconds allowed per check.")]
+CheckTimeout = Annotated[
+    float, typer.Option(metavar="SEC", callback=_seconds(), help="Seconds allowed per check.")
+]
 
 conformance = typer.Typer(
     help="Judge any vRT server or client against the protocol, clause by clause. Exit "
@@ -894,6 +966,7 @@ def conformance_server(
         float | None,
         typer.Option(
             metavar="SEC",
+            callback=_seconds(),
             help="The server's heartbeat timeout, to check close 4408 (§4.4); skipped without it.",
         ),
     ] = None,
@@ -901,6 +974,7 @@ def conformance_server(
         float | None,
         typer.Option(
             metavar="SEC",
+            callback=_seconds(),
             help="The server's timeout for client tool calls, to check that a late result is "
             "ignored (§7.2); skipped without it. Start the server with a short one.",
         ),
@@ -916,9 +990,11 @@ def conformance_server(
 ) -> None:
     """Run the server suite against the server at URL.
 
-    The server must run an agent that follows the scripted agent contract (vrt serve
-    does by default; another implementation: 'vrt docs conformance'). Each check opens
-    its own connections; a report names every MUST it judged, with its section.
+    The server must run an agent that follows the scripted agent contract: start vrt
+    with 'vrt serve --agent scripted' (its default, the voice agent, answers speech
+    and does not follow the script); another implementation: 'vrt docs conformance'.
+    Each check opens its own connections; a report names every MUST it judged, with
+    its section.
     """
     from .conformance.server_context import SpeechDetection
     from .conformance.server_suite import SUITE, run_server_suite
@@ -966,11 +1042,18 @@ def conformance_client(
     ping_wait: Annotated[
         float,
         typer.Option(
-            metavar="SEC", help="Seconds to wait for a ping before skipping the ping checks."
+            metavar="SEC",
+            callback=_seconds(zero=True),
+            help="Seconds to wait for a ping before skipping the ping checks.",
         ),
     ] = 3.0,
     jobs: Annotated[
-        int, typer.Option(metavar="N", help="Checks run at once (each starts its own client).")
+        int,
+        typer.Option(
+            metavar="N",
+            callback=_at_least(1),
+            help="Checks run at once (each starts its own client).",
+        ),
     ] = 1,
     audio_output: Annotated[
         bool,

@@ -1,16 +1,21 @@
 """``vrt demo``: a vRT server and the browser SDK's demo page, side by side on loopback.
 
-The server listens on ``ws://HOST:PORT`` as ``vrt serve`` would; the page (the files of
-``clients/web/dist/demo``, built by ``npm run build`` in ``clients/web``) is served
-over HTTP on ``http://HOST:HTTP_PORT/``, with ``config.json`` telling it the server's
-URL. The page's origin is then a loopback origin, which ``vrt serve`` accepts without
+The server listens on ``ws://HOST:PORT`` as ``vrt serve`` would; the page (``vrt/_web/demo``
+in the package: the browser SDK's demo page, built from ``clients/web/demo`` and kept in
+the repository, so that a wheel built without Node has it) is served over HTTP on
+``http://HOST:HTTP_PORT/``, with ``config.json`` telling it the server's URL. The page's
+origin is then a loopback origin, which ``vrt serve`` accepts without
 ``--allowed-origin``. Static files come from the standard library's HTTP server in a
-thread: this serves one developer's browser, not the public.
+thread: this serves one developer's browser, not the public. Still, any web page that
+browser opens can reach it: a request whose ``Host`` is not this machine's (DNS
+rebinding: a site's name pointed at 127.0.0.1) is refused, and a connection that sends
+nothing is dropped after :data:`IDLE_TIMEOUT` seconds.
 """
 
 from __future__ import annotations
 
 import asyncio
+import ipaddress
 import json
 import logging
 import signal
@@ -18,32 +23,60 @@ import threading
 from functools import partial
 from http.server import SimpleHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
-from typing import Any
+from typing import Any, Final
 
 from .agents import AgentFactory
 from .server import VrtServer
 
-__all__ = ["demo_files", "run_demo", "start_page_server"]
+__all__ = ["IDLE_TIMEOUT", "demo_files", "host_allowed", "run_demo", "start_page_server"]
 
 log = logging.getLogger("vrt.demo")
 
-_BUILD_HINT = "build it first: cd clients/web && npm ci && npm run build"
+#: Seconds a connection to the page server may stay silent (before or between requests).
+IDLE_TIMEOUT: Final = 5.0
+PACKAGED: Final = Path(__file__).resolve().parent / "_web" / "demo"
 
 
 def demo_files(static: Path | None = None) -> Path:
-    """The folder of the demo page: ``static`` if given, else the package's copy
-    (``vrt/_web/demo`` in a wheel), else ``clients/web/dist/demo`` of a checkout."""
-    package = Path(__file__).resolve().parent
-    candidates = (
-        [static]
-        if static is not None
-        else [package / "_web" / "demo", package.parent.parent / "clients/web/dist/demo"]
+    """The folder of the demo page: ``static`` if given, else the package's copy."""
+    folder = PACKAGED if static is None else static
+    if (folder / "index.html").is_file() and (folder / "demo.js").is_file():
+        return folder
+    if static is None:
+        raise FileNotFoundError(
+            f"the demo page is missing from the package ({folder}): reinstall vrealtime"
+        )
+    raise FileNotFoundError(
+        f"{folder} has no demo page (index.html and demo.js); 'npm run build' in "
+        "clients/web builds one in clients/web/dist/demo"
     )
-    for candidate in candidates:
-        if (candidate / "index.html").is_file() and (candidate / "demo.js").is_file():
-            return candidate
-    where = ", ".join(str(c) for c in candidates)
-    raise FileNotFoundError(f"the demo page was not found ({where}); {_BUILD_HINT}")
+
+
+def host_allowed(host_header: str | None, bound: str) -> bool:
+    """Whether a request's ``Host`` names this machine as the page server is reached:
+    localhost, a loopback address, the address it is bound to, or (bound to every
+    interface) any IP address. A name that merely resolves here is refused: that is
+    how DNS rebinding lets a foreign page read and drive a local server."""
+    if not host_header:
+        return False
+    host = host_header.strip().lower()
+    if host.startswith("["):
+        host = host[1 : host.find("]")] if "]" in host else ""
+    elif host.count(":") == 1:
+        host = host.partition(":")[0]
+    host = host.rstrip(".")
+    if host in ("localhost", bound.lower().strip("[]")):
+        return True
+    try:
+        address = ipaddress.ip_address(host)
+    except ValueError:
+        return False
+    if address.is_loopback:
+        return True
+    try:
+        return ipaddress.ip_address(bound.strip("[]")).is_unspecified
+    except ValueError:  # bound by name
+        return False
 
 
 class _PageHandler(SimpleHTTPRequestHandler):
@@ -58,11 +91,28 @@ class _PageHandler(SimpleHTTPRequestHandler):
         "": "application/octet-stream",
     }
 
-    def __init__(self, *args: Any, config: bytes, **kwargs: Any) -> None:
+    #: socketserver.StreamRequestHandler: the connection's socket timeout, so that one
+    #: left open without a request ends (each connection holds a thread).
+    timeout = IDLE_TIMEOUT
+
+    def __init__(self, *args: Any, config: bytes, bound: str, **kwargs: Any) -> None:
         self._config = config
+        self._bound = bound
         super().__init__(*args, **kwargs)
 
+    def _refused(self) -> bool:
+        if host_allowed(self.headers.get("Host"), self._bound):
+            return False
+        self.send_error(421, "Misdirected Request", "this server answers localhost only")
+        return True
+
+    def do_HEAD(self) -> None:
+        if not self._refused():
+            super().do_HEAD()
+
     def do_GET(self) -> None:
+        if self._refused():
+            return
         if self.path.split("?", 1)[0] == "/config.json":
             self.send_response(200)
             self.send_header("Content-Type", "application/json")
@@ -89,7 +139,7 @@ def start_page_server(
 ) -> tuple[ThreadingHTTPServer, str]:
     """Serve the page from ``files`` in a daemon thread; returns the server and its URL."""
     config = json.dumps({"url": server_url}).encode()
-    handler = partial(_PageHandler, directory=str(files), config=config)
+    handler = partial(_PageHandler, directory=str(files), config=config, bound=host)
     httpd = ThreadingHTTPServer((host, port), handler)
     threading.Thread(target=httpd.serve_forever, name="vrt-demo-page", daemon=True).start()
     bound = httpd.server_address[1]

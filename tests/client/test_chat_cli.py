@@ -140,9 +140,10 @@ def chat(server_url: str) -> Iterator[Terminal]:
 
 
 def test_echo_tool_and_quit(chat: Terminal) -> None:
-    """Text in, streamed agent text and transcript out; a demo tool runs; /quit exits 0."""
+    """Text in, the agent's streamed text out (once: its transcript, the same words, is
+    left out); a demo tool runs; /quit exits 0."""
     chat.line("echo hello world")
-    chat.expect(r"agent said: hello world")
+    chat.expect(r"agent: hello world")
     chat.expect(r"· idle")
     chat.line('call add {"a": 1, "b": 2}')
     chat.expect(r"⚙ running add")
@@ -215,7 +216,7 @@ def test_audio_without_sounddevice_continues_text_only(server_url: str) -> None:
         terminal.expect(r"pip install 'vrealtime\[audio\]'")
         terminal.expect("connected to")
         terminal.line("echo still works")
-        terminal.expect("agent said: still works")
+        terminal.expect("agent: still works")
         terminal.line("/quit")
         assert terminal.wait() == 0
     finally:
@@ -308,7 +309,6 @@ async def test_a_turns_text_stays_on_one_line(vrt_url: str) -> None:
     assert screen.getvalue().splitlines() == [
         "· speaking",
         "agent: Hello, world",
-        "agent said: Hello, world",
         "♪ audio (not played: text-only)",
         "· idle",
     ]

@@ -2,8 +2,11 @@
  * The demo page: a conversation with any vRT server through the browser SDK, by text
  * and by voice (push-to-talk or always-on), with tool calls shown as they start and
  * settle, a "talk over it" interrupt, and the connection's state, resumes and round
- * trip. `vrt demo` serves it next to a server with the scripted agent. The page's
- * objects are on `window.vrtDemo` for the browser tests.
+ * trip. `vrt demo` serves it next to a server, whose address it reads from
+ * `config.json`, and connects to it on load (`?connect=0`: not). A server named in the
+ * page's own address (`?url=`) could be anyone's: the page connects there only when the
+ * user presses Connect. The microphone opens only after a gesture on the page (`?mic=`
+ * preselects its mode). The page's objects are on `window.vrtDemo` for the browser tests.
  */
 import * as core from "../src/index.js";
 import { VrtClient, type VrtEventMap } from "../src/index.js";
@@ -27,15 +30,23 @@ const demo: Demo = { client: null, speaker: null, microphone: null, audio: null,
 // For the browser tests and the curious: the page's objects, and the SDK itself.
 Object.assign(window, { vrtDemo: demo, vrealtime: { ...core, ...audio, jsonSchema } });
 
-async function defaultUrl(): Promise<string> {
-  if (params.get("url")) return params.get("url")!;
+/** The server of the page's own site (`vrt demo`'s config.json), if any. */
+async function ownServer(): Promise<string | null> {
   try {
     const config = (await (await fetch("config.json")).json()) as { url?: string };
-    if (config.url) return config.url;
+    return config.url ?? null;
   } catch {
-    // served without `vrt demo`: guess the usual port
+    return null; // served without `vrt demo`
   }
-  return `ws://${location.hostname || "127.0.0.1"}:8765`;
+}
+
+/** Where to connect, and whether that is the page's own server (or the usual port of
+ * its host): a server named in the page's address is not, whoever wrote the link. */
+async function target(): Promise<{ url: string; own: boolean }> {
+  const own = (await ownServer()) ?? `ws://${location.hostname || "127.0.0.1"}:8765`;
+  const named = params.get("url");
+  if (named && named !== own) return { url: named, own: false };
+  return { url: own, own: true };
 }
 
 // --- the transcript --------------------------------------------------------------------
@@ -109,8 +120,10 @@ function enable(on: boolean): void {
 }
 
 async function connect(url: string): Promise<void> {
-  demo.audio ??= new AudioContext({ latencyHint: "interactive" }); // made in the click: allowed to play
-  await demo.audio.resume();
+  // Made on load the context may start suspended (autoplay policy): it resumes at the
+  // first gesture on the page, and the reply's audio plays from then on.
+  demo.audio ??= new AudioContext({ latencyHint: "interactive" });
+  void demo.audio.resume().catch(() => undefined);
   const formats = await preferredFormats({ opus: params.get("opus") === "1" });
   const client = new VrtClient(url, { validator: jsonSchema, ...formats, capabilities: ["tool-stream-v1"] });
   hostTools(client);
@@ -145,6 +158,7 @@ function wire(client: VrtClient): void {
     $("formats").textContent = `in ${e.input.encoding} ${e.input.sampleRate ?? ""}, out ${e.output.encoding} ${e.output.sampleRate ?? ""}`;
     line("note", e.resumed ? "resumed: nothing lost" : "connected");
     enable(true);
+    preselectedMicrophone(); // a gesture may have come while it connected
   });
   on("disconnected", (e) => {
     setState(e.resuming ? "resuming…" : "disconnected", "resuming");
@@ -226,9 +240,34 @@ function talking(on: boolean): void {
 
 // --- the page -------------------------------------------------------------------------
 
+/** The microphone mode of `?mic=`, until it opens: after a gesture, once connected. */
+let micWanted: "always" | "push-to-talk" | null = null;
+let gestured = false;
+
+function preselectedMicrophone(): void {
+  const mode = micWanted;
+  if (!mode || !gestured || !demo.client?.connected || demo.microphone) return;
+  micWanted = null;
+  ($("mic-mode") as HTMLSelectElement).value = mode;
+  void startMicrophone(mode);
+}
+
+/** The first trusted gesture on the page: audio may play, and a preselected
+ * microphone (`?mic=`) opens. */
+function afterGesture(then: () => void): void {
+  const once = (event: Event) => {
+    if (!event.isTrusted) return;
+    for (const type of ["pointerdown", "keydown"]) removeEventListener(type, once, true);
+    void demo.audio?.resume().catch(() => undefined);
+    then();
+  };
+  for (const type of ["pointerdown", "keydown"]) addEventListener(type, once, true);
+}
+
 async function main(): Promise<void> {
   const url = $<HTMLInputElement>("url");
-  url.value = await defaultUrl();
+  const server = await target();
+  url.value = server.url;
   $("connect-form").addEventListener("submit", (event) => {
     event.preventDefault();
     if (demo.client) {
@@ -277,13 +316,19 @@ async function main(): Promise<void> {
     $("connections").textContent = String(client.stats.connections);
     $("resumes").textContent = String(client.stats.resumes);
   }, 2000);
-  if (params.get("connect") === "1") {
-    await connect(url.value.trim());
-    const mic = params.get("mic");
-    if (mic === "always" || mic === "push-to-talk") {
-      ($("mic-mode") as HTMLSelectElement).value = mic;
-      await startMicrophone(mic);
-    }
+  const mic = params.get("mic");
+  if (mic === "always" || mic === "push-to-talk") {
+    micWanted = mic;
+    line("note", `the microphone (${mic.replace(/-/g, " ")}) starts at your first click or key press`);
+  }
+  afterGesture(() => {
+    gestured = true;
+    preselectedMicrophone();
+  });
+  if (!server.own) {
+    line("note", `this page's address names another server, ${server.url}: press Connect to talk to it`);
+  } else if (params.get("connect") !== "0") {
+    await connect(server.url);
   }
 }
 

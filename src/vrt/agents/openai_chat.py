@@ -971,7 +971,7 @@ def setup(options: dict[str, str]) -> AgentFactory:
         import httpx  # noqa: F401
     except ImportError:
         raise AgentSetupError(
-            "the openai-chat agent needs httpx: pip install 'vrt[openai]'"
+            "the openai-chat agent needs httpx: pip install 'vrealtime[openai]'"
         ) from None
     config = _config(options)
 

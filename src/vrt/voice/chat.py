@@ -22,7 +22,7 @@ import time
 import wave
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Final
+from typing import Any, Final
 
 from ..audio import pcm16_to_pcmu, pcmu_to_pcm16, rms
 from ..client import (
@@ -41,6 +41,7 @@ from ..client import (
     VrtClient,
 )
 from ..protocol.messages import Format
+from ..terminal_text import printable
 
 __all__ = ["Conversation", "read_wav", "run_voice_chat", "run_wav", "speak"]
 
@@ -48,17 +49,63 @@ FRAME_MS: Final = 20
 #: A frame at least this loud (RMS, full scale 1) counts as speech for the latency.
 _SPEECH_RMS: Final = 0.01
 _RATES: Final = (8000, 16000, 24000, 48000)
+#: What a recording of another rate, width or channel count is converted to: the rate
+#: the voice agent's speech recognition runs at (docs/voice.md).
+CONVERTED_RATE: Final = 16000
+_CONVERSION_HINT: Final = "converting it needs the voice extra: pip install 'vrealtime[voice]'"
 
 
 def read_wav(path: Path) -> tuple[bytes, int]:
-    """A mono 16-bit WAV's samples (pcm16) and rate. ValueError for anything else."""
+    """A recording's samples as mono pcm16, and their rate. A mono 16-bit WAV at a rate
+    a session takes is read as it is; any other WAV (22,050 or 44,100 Hz, stereo,
+    8/24/32-bit or float samples) is decoded and resampled to 16 kHz (PyAV and soxr,
+    of the voice extra). ValueError for what cannot be read, in one line."""
     try:
         with wave.open(str(path), "rb") as recording:
-            if recording.getnchannels() != 1 or recording.getsampwidth() != 2:
-                raise ValueError(f"{path}: need a mono 16-bit WAV")
-            return recording.readframes(recording.getnframes()), recording.getframerate()
-    except (wave.Error, EOFError) as exc:
+            if (
+                recording.getnchannels() == 1
+                and recording.getsampwidth() == 2
+                and recording.getframerate() in _RATES
+            ):
+                return recording.readframes(recording.getnframes()), recording.getframerate()
+    except FileNotFoundError:
+        raise ValueError(f"{path}: no such file") from None
+    except (wave.Error, EOFError):
+        pass  # not plain PCM (float samples, for one): decoded below
+    return _converted(path), CONVERTED_RATE
+
+
+def _converted(path: Path) -> bytes:
+    """Any audio file PyAV (FFmpeg) decodes, as mono pcm16 at :data:`CONVERTED_RATE`:
+    FFmpeg converts the samples to float, the channels are averaged, soxr resamples."""
+    try:
+        import av
+        import numpy as np
+        import soxr
+    except ImportError as exc:
+        raise ValueError(
+            f"{path} is not a mono 16-bit WAV at 8, 16, 24 or 48 kHz; {_CONVERSION_HINT} "
+            f"(missing: {exc.name})"
+        ) from None
+    chunks: list[Any] = []
+    rate = 0
+    try:
+        with av.open(str(path)) as container:
+            stream = container.streams.audio[0]
+            rate = stream.rate
+            # Planar float, the channels as they are: averaged below (FFmpeg's own
+            # downmix adds them at -3 dB each, 3 dB louder for a mono-like stereo).
+            planar = av.AudioResampler(format="fltp", layout=stream.layout.name, rate=rate)
+            for frame in container.decode(stream):
+                chunks.extend(out.to_ndarray().mean(axis=0) for out in planar.resample(frame))
+            chunks.extend(out.to_ndarray().mean(axis=0) for out in planar.resample(None))
+    except (av.FFmpegError, IndexError, OSError) as exc:
         raise ValueError(f"{path}: not a WAV file ({exc})") from None
+    samples = np.concatenate(chunks) if chunks else np.zeros(0, dtype=np.float32)
+    if rate != CONVERTED_RATE:
+        samples = soxr.resample(samples, rate, CONVERTED_RATE, quality="HQ")
+    pcm16: bytes = (np.clip(samples, -1.0, 1.0) * 32767).astype("<i2").tobytes()
+    return pcm16
 
 
 def _write_wav(path: Path, pcm16: bytes, rate: int) -> None:
@@ -146,6 +193,7 @@ async def speak(
 
 async def listen(client: VrtClient, conversation: Conversation, *, echo: bool = False) -> None:
     """Record every event until cancelled (printing them with ``echo``)."""
+    shown = Transcript()
     async for event in client.events():
         now = time.monotonic()
         if isinstance(event, AudioChunk):
@@ -153,31 +201,62 @@ async def listen(client: VrtClient, conversation: Conversation, *, echo: bool = 
             if conversation.speech_end is not None and conversation.first_audio is None:
                 conversation.first_audio = now
                 if echo:
-                    print(f"  (voice to voice {conversation.latency_ms:.0f} ms)")
+                    shown.line(f"  (voice to voice {conversation.latency_ms:.0f} ms)")
             continue
         conversation.events.append((now, event))
         if echo:
-            _print(event)
+            shown.show(event)
         if isinstance(event, SessionClosed | SessionFailed):
             return
 
 
-def _print(event: Event) -> None:
-    if isinstance(event, TranscriptReceived):
-        mark = "" if event.final else " …"
-        print(f"{event.role}: {event.text}{mark}")
-    elif isinstance(event, TextReceived):
-        print(f"agent text: {event.text}")
-    elif isinstance(event, TurnChanged):
-        print(f"  [{event.state}]")
-    elif isinstance(event, AudioStarted):
-        print("  (speaking)")
-    elif isinstance(event, InterruptedEpoch):
-        print("  (interrupted)")
-    elif isinstance(event, ErrorReceived):
-        print(f"error {event.code}: {event.message}")
-    elif isinstance(event, SessionFailed | SessionClosed):
-        print(f"session ended: {event}")
+class Transcript:
+    """What ``--wav`` and ``--voice`` print: the user's transcripts, the agent's reply
+    once (its text chunks on one line; its transcript only when no text came), turn
+    states; server text stripped of terminal controls (vrt.terminal_text)."""
+
+    def __init__(self) -> None:
+        self._open: str | None = None  # the turn whose text line is open
+        self._texted: list[str] = []  # the latest turns whose text was shown
+
+    def line(self, text: str) -> None:
+        if self._open is not None:
+            print(flush=True)
+            self._open = None
+        print(text, flush=True)
+
+    def show(self, event: Event) -> None:
+        if isinstance(event, TextReceived):
+            turn = event.turn_id or ""
+            if self._open != turn:
+                if self._open is not None:
+                    print()
+                print("agent: ", end="")
+                self._open = turn
+                if event.turn_id and event.turn_id not in self._texted:
+                    self._texted = [*self._texted[-15:], event.turn_id]
+            print(printable(event.text), end="", flush=True)
+            return
+        self._other(event)
+
+    def _other(self, event: Event) -> None:
+        if isinstance(event, TranscriptReceived):
+            if event.role == "agent" and (not event.final or event.turn_id in self._texted):
+                return
+            mark = "" if event.final else " …"
+            self.line(f"{event.role}: {printable(event.text)}{mark}")
+        elif isinstance(event, TurnChanged):
+            self.line(f"  [{event.state}]")
+        elif isinstance(event, AudioStarted):
+            self.line("  (speaking)")
+        elif isinstance(event, InterruptedEpoch):
+            self.line("  (interrupted)")
+        elif isinstance(event, ErrorReceived):
+            self.line(f"error {printable(event.code)}: {printable(event.message)}")
+        elif isinstance(event, SessionFailed):
+            self.line(f"session failed: {printable(event.code)}: {printable(event.message)}")
+        elif isinstance(event, SessionClosed):
+            self.line(f"session ended: {printable(event.reason)}")
 
 
 async def _idle_after_reply(conversation: Conversation, timeout: float) -> None:
@@ -244,9 +323,6 @@ def run_wav(url: str, path: Path, *, auth: str | None, save_reply: Path | None) 
     except (OSError, ValueError) as exc:
         print(f"vrt: {exc}", file=sys.stderr)
         return 2
-    if rate not in _RATES:
-        print(f"vrt: {path} is {rate} Hz; use 8000, 16000, 24000 or 48000 Hz", file=sys.stderr)
-        return 2
     encoding = "pcmu" if rate == 8000 else "pcm16"
     try:
         conversation = asyncio.run(
@@ -266,6 +342,7 @@ async def _voice_chat(url: str, auth: str | None, push_to_talk: bool) -> int:
     from ..client.audio import Microphone, Speaker
 
     conversation = Conversation()
+    shown = Transcript()
     async with VrtClient(url, auth=auth) as client:
         event = await client.next_event(10.0)
         if not isinstance(event, Connected):
@@ -307,7 +384,7 @@ async def _voice_chat(url: str, auth: str | None, push_to_talk: bool) -> int:
                 if isinstance(item, PlaybackStop | InterruptedEpoch):
                     speaker.stop()
                 conversation.events.append((time.monotonic(), item))
-                _print(item)
+                shown.show(item)
                 if isinstance(item, SessionClosed | SessionFailed):
                     return 1
         finally:

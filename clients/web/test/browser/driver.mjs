@@ -5,7 +5,7 @@
 //
 //   node driver.mjs SCENARIO '{"page": "http://127.0.0.1:PORT/", ...}'
 //
-// Scenarios: demo, microphone, push-to-talk, playback, chaos, latency, origin.
+// Scenarios: first-visit, demo, microphone, push-to-talk, playback, chaos, latency, origin.
 import { chromium } from "playwright-core";
 import { CHROMIUM_FLAGS } from "../../conformance/chromium.mjs";
 
@@ -28,6 +28,11 @@ async function open(query) {
   page.on("console", (m) => log("console", m.type(), m.text()));
   page.on("pageerror", (e) => log("pageerror", e.message));
   await page.goto(`${options.page}?${query}`);
+  if (query.includes("mic=")) {
+    // The page opens the microphone only after a gesture: a click, once connected.
+    await page.waitForFunction(() => window.vrtDemo.client?.connected);
+    await page.mouse.click(1, 1);
+  }
   return page;
 }
 
@@ -69,6 +74,40 @@ const scenarios = {
       ws.onerror = () => resolve(false);
     }), options.url);
     return { origin, opened };
+  },
+
+  /** A first visit to `vrt demo`'s page: it connects to its own server on load; a
+   * server named in its address (options.foreign) waits for the user's Connect; a
+   * preselected microphone waits for a gesture. */
+  async "first-visit"() {
+    const visit = async (query) => {
+      const page = await browser.newPage();
+      page.setDefaultTimeout(timeout);
+      page.on("pageerror", (e) => log("pageerror", e.message));
+      await page.goto(`${options.page}${query}`);
+      return page;
+    };
+    const own = await visit("");
+    await own.waitForFunction(() => window.vrtDemo.client?.connected);
+    const ownState = await own.$eval("#state", (el) => el.textContent);
+    const foreign = await visit(`?connect=1&url=${encodeURIComponent(options.foreign)}`);
+    await foreign.waitForSelector("li.note:has-text('names another server')");
+    const foreignUrl = await foreign.$eval("#url", (el) => el.value);
+    const foreignClient = await foreign.evaluate(() => window.vrtDemo.client !== null);
+    const mic = await visit("?mic=always&rawmic=1");
+    await mic.waitForFunction(() => window.vrtDemo.client?.connected);
+    await mic.waitForSelector("li.note:has-text('first click')");
+    const micBeforeGesture = await mic.evaluate(() => window.vrtDemo.microphone !== null);
+    await mic.mouse.click(1, 1);
+    await mic.waitForFunction(() => window.vrtDemo.microphone !== null);
+    return {
+      ownState,
+      foreignUrl,
+      foreignClient,
+      foreignNotes: await transcript(foreign),
+      micBeforeGesture,
+      micAfterGesture: true,
+    };
   },
 
   /** The demo page end to end: text, tools, an interrupt while it speaks, the panel. */
@@ -152,7 +191,7 @@ const scenarios = {
 
   /** A long conversation through the fault proxy: what the page handled and ran. */
   async chaos() {
-    const page = await open("");
+    const page = await open("connect=0"); // the scenario makes its own clients
     return page.evaluate(async ({ url, rounds }) => {
       const { VrtClient, jsonSchema } = window.vrealtime;
       const client = new VrtClient(url, { validator: jsonSchema, backoffInitialMs: 20, backoffMaxMs: 200, pingIntervalMs: 1000, giveUpAfterMs: 30000 });
@@ -210,7 +249,7 @@ Object.assign(scenarios, {
 
   /** Opus is preferred only where WebCodecs can encode and decode it (§8.2). */
   async formats() {
-    const page = await open("");
+    const page = await open("connect=0"); // the scenario makes its own clients
     return page.evaluate(async () => {
       const { preferredFormats, opusSupported } = window.vrealtime;
       const result = { supported: await opusSupported(), plain: await preferredFormats(), asked: await preferredFormats({ opus: true }) };
@@ -227,7 +266,7 @@ Object.assign(scenarios, {
    * output frame's arrival to its first sample written by the playback worklet.
    */
   async latency() {
-    const page = await open("");
+    const page = await open("connect=0"); // the scenario makes its own clients
     return page.evaluate(async ({ echoUrl, vrtUrl, iterations }) => {
       const now = () => performance.now();
       const echo = [];
@@ -278,7 +317,7 @@ Object.assign(scenarios, {
 
   /** The microphone (fed from a WAV) for a while: when each frame's last sample was captured, wall clock. */
   async "mic-latency"() {
-    const page = await open("");
+    const page = await open("connect=0"); // the scenario makes its own clients
     return page.evaluate(async ({ vrtUrl, seconds }) => {
       const { VrtClient, Microphone } = window.vrealtime;
       const context = new AudioContext({ latencyHint: "interactive" });
