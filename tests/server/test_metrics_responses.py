@@ -292,3 +292,22 @@ async def test_without_telemetry_no_agent_is_watched(start: StartServer, connect
     ((_, agent_session),) = running.server.agents()
     assert agent_session.watch is None
     await asyncio.sleep(0)
+
+
+async def test_a_response_the_session_ending_cuts_short(
+    start: StartServer, connect: Connect, spans: InMemorySpanExporter
+) -> None:
+    observed = await observe(start, spans, ServerMetrics("scripted"))
+    client = await connect(observed.running.url)
+    await client.hello()
+    await client.text("speak 2000")
+    began = await client.expect_message(TurnState)
+    await client.until(lambda item: bool(audio([item])))
+    await observed.running.server.close()
+    samples = scrape(observed.metrics)
+    count = "vrt_response_duration_seconds_count"
+    assert value(samples, count, agent="scripted", outcome="interrupted") == 1
+    assert value(samples, count, agent="scripted", outcome="completed") == 0
+    (response,) = observed.responses()
+    assert attributes(response)["vrt.turn_id"] == began.turn_id
+    assert attributes(response)["vrt.outcome"] == "interrupted"
