@@ -78,3 +78,14 @@ def test_responses_of_turns_never_seen_are_the_sessions_children(
     for span in made:
         assert span.parent is not None
         assert span.parent.span_id == session_span.context.span_id
+
+
+def test_the_agents_name_in_spans(spans: InMemorySpanExporter) -> None:
+    """The metrics' name by default, else the one given, else ``custom``."""
+    from vrt.server.metrics import ServerMetrics
+    from vrt.server.telemetry import Telemetry
+
+    sessions = tracer(spans)
+    assert Telemetry(ServerMetrics("openai-chat"), sessions).agent == "openai-chat"
+    assert Telemetry(tracer=sessions, agent="gemini-live").agent == "gemini-live"
+    assert Telemetry(tracer=sessions).agent == "custom"

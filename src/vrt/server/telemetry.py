@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import asyncio
 import functools
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from typing import TYPE_CHECKING, Final
 
 import msgspec
@@ -131,8 +131,7 @@ class ServerObserver:
 class Telemetry(ServerObserver):
     """Metrics, traces, or both, for one server.
 
-    ``agent`` names the agent in traces (the metrics' own name by default). ``clock``
-    times responses instead of each session's clock (the event loop's): for tests.
+    ``agent`` names the agent in traces (the metrics' own name by default).
     """
 
     def __init__(
@@ -141,12 +140,10 @@ class Telemetry(ServerObserver):
         tracer: SessionTracer | None = None,
         *,
         agent: str | None = None,
-        clock: Callable[[], float] | None = None,
     ) -> None:
         self.metrics = metrics
         self.tracer = tracer
         self.agent = agent or (metrics.agent if metrics is not None else "custom")
-        self._clock = clock
         self._meters: set[_Meter] = set()
         #: When each client tool call still unsettled was written, by session.
         self._calls: dict[str, dict[str, float]] = {}
@@ -189,7 +186,7 @@ class Telemetry(ServerObserver):
         self, session: ServerSession, agent: Agent, agent_session: AgentSession
     ) -> None:
         sink = functools.partial(self._response_ended, session.session_id)
-        watch = ResponseWatch(self._clock or agent_session.now, sink, agent)
+        watch = ResponseWatch(agent_session.now, sink, agent)
         agent_session.watch = watch
         self._watches[session.session_id] = watch
 
