@@ -17,7 +17,7 @@ import logging
 from collections import deque
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterable
 from dataclasses import dataclass
-from typing import Any, Final, Protocol, Self, TypeAlias, runtime_checkable
+from typing import TYPE_CHECKING, Any, Final, Protocol, Self, TypeAlias, runtime_checkable
 
 from ..protocol.messages import FailureCode, Format, Tool, TurnStateName
 from ..protocol.server import (
@@ -30,6 +30,9 @@ from ..protocol.server import (
     ToolSettled,
     UserTextReceived,
 )
+
+if TYPE_CHECKING:
+    from .responses import ResponseWatch
 
 __all__ = [
     "MAX_QUEUED_AUDIO",
@@ -127,6 +130,9 @@ class AgentSession:
         self.dropped_audio = 0
         self._wakeup: asyncio.Future[None] | None = None
         self._waiting: dict[str, asyncio.Future[ToolSettled]] = {}
+        #: Measures each response, when the server has metrics or traces
+        #: (``responses.py``): the methods below tell it what the turn does.
+        self.watch: ResponseWatch | None = None
 
     @classmethod
     def inside(cls, outer: AgentSession) -> Self:
@@ -134,7 +140,9 @@ class AgentSession:
         agent (the text brain of a voice agent, ``vrt.voice.brain``): its actions act
         on the same session, and it hears only the events the outer agent hands it with
         :meth:`deliver`. A subclass overrides what the inner agent's actions become."""
-        return cls(outer._session, outer._flush, outer._clock, outer._on_failure)
+        inner = cls(outer._session, outer._flush, outer._clock, outer._on_failure)
+        inner.watch = outer.watch
+        return inner
 
     # -- what the session is --
 
@@ -288,6 +296,8 @@ class AgentSession:
     def begin_turn(self, state: TurnStateName = "thinking") -> Turn:
         """Start a turn (a new epoch, §6.1); a turn still in progress ends first."""
         turn_id = self._session.begin_turn(state)
+        if self.watch is not None:
+            self.watch.turn(turn_id, state)
         self._flush()
         return Turn(self, turn_id)
 
@@ -295,12 +305,16 @@ class AgentSession:
         """Speech detected: the response in flight is interrupted (§6.2) and a
         ``listening`` turn begins (or continues)."""
         turn_id = self._session.user_started_speaking()
+        if self.watch is not None:
+            self.watch.turn(turn_id, "listening", interrupting=True)
         self._flush()
         return Turn(self, turn_id)
 
     def interrupt(self) -> bool:
         """Interrupt the response in flight on the agent's own initiative (§6.2)."""
         done = self._session.interrupt_response("server")
+        if done and self.watch is not None:
+            self.watch.interrupted()
         self._flush()
         return done
 
@@ -348,18 +362,27 @@ class Turn:
         return result
 
     def state(self, state: TurnStateName) -> bool:
-        return self._done(self.session._session.set_state(self.id, state))
+        changed = self.session._session.set_state(self.id, state)
+        watch = self.session.watch
+        if changed and watch is not None:
+            watch.turn(self.id, state)
+        return self._done(changed)
 
     def text(self, chunk: str) -> bool:
-        return self._done(self.session._session.send_text(self.id, chunk))
+        sent = self.session._session.send_text(self.id, chunk)
+        watch = self.session.watch
+        if sent and watch is not None:
+            watch.text(self.id)
+        return self._done(sent)
 
     def transcript(self, text: str, *, final: bool = True, item_id: str | None = None) -> bool:
-        server_session = self.session._session
-        return self._done(
-            server_session.send_transcript(
-                "agent", text, final=final, item_id=item_id, turn_id=self.id
-            )
+        sent = self.session._session.send_transcript(
+            "agent", text, final=final, item_id=item_id, turn_id=self.id
         )
+        watch = self.session.watch
+        if sent and watch is not None:
+            watch.text(self.id)
+        return self._done(sent)
 
     def audio(self, item_id: str | None = None) -> AudioItem | None:
         """Begin an output audio item (``audio.start``, §8.3)."""
@@ -391,7 +414,11 @@ class Turn:
 
     def end(self) -> bool:
         """The turn is done (``turn.state idle``)."""
-        return self._done(self.session._session.end_turn(self.id))
+        ended = self.session._session.end_turn(self.id)
+        watch = self.session.watch
+        if ended and watch is not None:
+            watch.turn(self.id, "idle")
+        return self._done(ended)
 
 
 @dataclass(frozen=True, slots=True)
@@ -402,8 +429,12 @@ class AudioItem:
     def write(self, payload: bytes, duration_ms: float | None = None) -> bool:
         """One output frame in the session's output format; False once the turn is over.
         While the client is disconnected frames are lost (§5.4) but True: the turn goes on."""
-        sent = self.session._session.send_audio(self.id, payload, duration_ms)
-        self.session._flush()
+        session = self.session
+        sent = session._session.send_audio(self.id, payload, duration_ms)
+        watch = session.watch  # per frame: this test alone, once the first was timed
+        if watch is not None and watch.audio_due and sent:
+            watch.audio()
+        session._flush()
         return sent
 
 

@@ -3,7 +3,9 @@
 Each model adapter keeps one :class:`TokenUsage` per session (``agent.usage``), adds
 every response's usage to it and logs the response's figures at DEBUG on its own
 logger (``vrt.agents.openai_realtime`` and so on), so that a metrics exporter can read
-the counters and an operator can follow them in the logs. The counters only grow.
+the counters and an operator can follow them in the logs. The counters only grow, so
+that the server can take a response's usage as the difference between two readings
+(:meth:`TokenUsage.since`, docs/operations.md#per-response-metrics).
 
 What each provider reports (all optional; a missing figure counts as 0):
 
@@ -24,7 +26,7 @@ What each provider reports (all optional; a missing figure counts as 0):
 from __future__ import annotations
 
 import logging
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, fields, replace
 
 __all__ = ["TokenUsage", "count"]
 
@@ -42,6 +44,32 @@ class TokenUsage:
     #: Of ``input_tokens`` and ``output_tokens``, those that were audio.
     input_audio_tokens: int = 0
     output_audio_tokens: int = 0
+
+    @property
+    def input_text_tokens(self) -> int:
+        """Of ``input_tokens``, those that were not audio: vRT carries text and audio
+        only, so the rest is text (LiveKit's ``input_token_details.text_tokens``)."""
+        return max(0, self.input_tokens - self.input_audio_tokens)
+
+    @property
+    def output_text_tokens(self) -> int:
+        """Of ``output_tokens``, those that were not audio (the text, and the
+        transcript of the audio where a provider counts it)."""
+        return max(0, self.output_tokens - self.output_audio_tokens)
+
+    def copy(self) -> TokenUsage:
+        return replace(self)
+
+    def since(self, earlier: TokenUsage) -> TokenUsage:
+        """What was added to these totals after they read ``earlier`` (a response's
+        usage, from readings at its start and end). A count below ``earlier``'s (the
+        agent replaced its counters) gives 0, not a negative figure."""
+        return TokenUsage(
+            **{
+                field.name: max(0, getattr(self, field.name) - getattr(earlier, field.name))
+                for field in fields(self)
+            }
+        )
 
     def add(self, other: TokenUsage) -> None:
         """Add ``other``'s totals to these (a response's, or a session's to a server's)."""

@@ -687,6 +687,7 @@ class VrtServer:
         self._agents[session.session_id] = _AgentHost(agent, agent_session, task)
         if self.observer is not None:
             self.observer.session_opened(session)
+            self.observer.agent_started(session, agent, agent_session)  # before run() runs
 
     async def _run_agent(
         self, agent: Agent, agent_session: AgentSession, session: ServerSession

@@ -20,6 +20,7 @@ from collections.abc import Callable, Iterable, Iterator
 from typing import TYPE_CHECKING, Any, Final, Protocol
 
 from .. import __version__
+from ..agents.responses import Response
 from ..agents.usage import TokenUsage
 from ..protocol.errors import ErrorCode
 from ..protocol.messages import CLIENT_TYPES, SERVER_TYPES
@@ -32,16 +33,35 @@ if TYPE_CHECKING:
 
 __all__ = [
     "LATENCY_BUCKETS",
+    "RESPONSE_BUCKETS",
+    "TOKEN_BUCKETS",
+    "Histogram",
     "LoopLagProbe",
     "ServerMetrics",
     "Tally",
-    "TimeHistogram",
     "make_registry",
 ]
 
 #: Seconds: from a millisecond to a minute (turn and tool latencies).
 LATENCY_BUCKETS: Final = (
     0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0,
+)  # fmt: skip
+#: Seconds: a whole response, from a tenth of a second to ten minutes (``speak MS``
+#: of the scripted agent goes to 600 s).
+RESPONSE_BUCKETS: Final = (
+    0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 20.0, 30.0, 60.0, 120.0, 300.0, 600.0,
+)  # fmt: skip
+#: Tokens of one response: a reply's output is tens to thousands; its input, the whole
+#: conversation so far, grows to the model's context (128k for OpenAI's realtime models).
+TOKEN_BUCKETS: Final = (
+    10.0, 25.0, 50.0, 100.0, 250.0, 500.0, 1_000.0, 2_500.0, 5_000.0, 10_000.0, 25_000.0,
+    50_000.0, 100_000.0, 250_000.0,
+)  # fmt: skip
+#: Output tokens per second of a response's duration.
+RATE_BUCKETS: Final = (1.0, 2.5, 5.0, 10.0, 25.0, 50.0, 100.0, 250.0, 500.0, 1_000.0)
+#: ``vrt_response_tokens{direction, modality}``: what vRT carries (§8, §6.1).
+TOKEN_KINDS: Final = (
+    ("input", "text"), ("input", "audio"), ("output", "text"), ("output", "audio"),
 )  # fmt: skip
 #: Seconds: the core's time per received message, from a microsecond.
 DECODE_BUCKETS: Final = (
@@ -94,8 +114,9 @@ class Tally:
         self.bytes = 0
 
 
-class TimeHistogram:
-    """A histogram of durations in seconds, exported as a Prometheus histogram."""
+class Histogram:
+    """A histogram of observations (durations in seconds, token counts), exported as a
+    Prometheus histogram."""
 
     __slots__ = ("bounds", "counts", "sum")
 
@@ -104,9 +125,9 @@ class TimeHistogram:
         self.counts = [0] * (len(bounds) + 1)  # the last one is +Inf
         self.sum = 0.0
 
-    def observe(self, seconds: float) -> None:
-        self.counts[bisect_left(self.bounds, seconds)] += 1
-        self.sum += seconds
+    def observe(self, value: float) -> None:
+        self.counts[bisect_left(self.bounds, value)] += 1
+        self.sum += value
 
     def buckets(self) -> list[tuple[str, float]]:
         """Cumulative ``(le, count)`` pairs, +Inf last."""
@@ -120,7 +141,8 @@ class TimeHistogram:
 class ServerMetrics:
     """Every counter of one server process; :meth:`collect` exports them.
 
-    ``agent`` names the agent in the model metrics (``vrt_model_*{agent}``).
+    ``agent`` names the agent in the model and response metrics (``vrt_model_*{agent}``,
+    ``vrt_response_*{agent}``): the name ``vrt serve --agent`` takes.
     """
 
     def __init__(self, agent: str = "custom") -> None:
@@ -146,12 +168,22 @@ class ServerMetrics:
         self.sessions_ended: dict[str, int] = dict.fromkeys(END_OUTCOMES.values(), 0)
         self.resumes: dict[str, int] = {"resumed": 0, "refused": 0, "failed": 0}
         self.tool_calls: dict[str, int] = dict.fromkeys(TOOL_OUTCOMES, 0)
-        self.tool_seconds = TimeHistogram(LATENCY_BUCKETS)
-        self.text_first_chunk = TimeHistogram(LATENCY_BUCKETS)
-        self.speech_first_audio = TimeHistogram(LATENCY_BUCKETS)
-        self.decode_text = TimeHistogram(DECODE_BUCKETS)
-        self.decode_binary = TimeHistogram(DECODE_BUCKETS)
-        self.loop_lag = TimeHistogram(LAG_BUCKETS)
+        self.tool_seconds = Histogram(LATENCY_BUCKETS)
+        self.text_first_chunk = Histogram(LATENCY_BUCKETS)
+        self.speech_first_audio = Histogram(LATENCY_BUCKETS)
+        self.decode_text = Histogram(DECODE_BUCKETS)
+        self.decode_binary = Histogram(DECODE_BUCKETS)
+        self.loop_lag = Histogram(LAG_BUCKETS)
+        #: Per response (``vrt.agents.responses``), for this server's agent.
+        self.response_first_text = Histogram(LATENCY_BUCKETS)
+        self.response_first_audio = Histogram(LATENCY_BUCKETS)
+        self.response_seconds: dict[str, Histogram] = {
+            outcome: Histogram(RESPONSE_BUCKETS) for outcome in ("completed", "interrupted")
+        }
+        self.response_tokens: dict[tuple[str, ...], Histogram] = {
+            kind: Histogram(TOKEN_BUCKETS) for kind in TOKEN_KINDS
+        }
+        self.response_token_rate = Histogram(RATE_BUCKETS)
         self.output_audio_dropped = 0
         self.write_pauses = 0
         self.aborted: dict[str, int] = {"buffer": 0, "timeout": 0}
@@ -178,6 +210,26 @@ class ServerMetrics:
         if usage is not None:
             total = self.usage_ended.setdefault(self.agent, TokenUsage())
             total.add(usage)
+
+    def response_ended(self, response: Response) -> None:
+        """A response ended (``ResponseWatch``): its latencies, duration and tokens."""
+        first = response.time_to_first_text
+        if first is not None:
+            self.response_first_text.observe(first)
+        first = response.time_to_first_audio
+        if first is not None:
+            self.response_first_audio.observe(first)
+        self.response_seconds[response.outcome].observe(response.duration)
+        usage = response.usage
+        if usage is not None:
+            tokens = self.response_tokens
+            tokens["input", "text"].observe(usage.input_text_tokens)
+            tokens["input", "audio"].observe(usage.input_audio_tokens)
+            tokens["output", "text"].observe(usage.output_text_tokens)
+            tokens["output", "audio"].observe(usage.output_audio_tokens)
+            rate = response.output_tokens_per_second
+            if rate is not None:
+                self.response_token_rate.observe(rate)
 
     def tool_settled(self, ok: bool, code: str | None, seconds: float | None) -> None:
         outcome = "ok" if ok else (code or "FAILED").lower()
@@ -211,10 +263,18 @@ class ServerMetrics:
                 family.add_metric([shown] if label else [], value)
             return family
 
-        def histogram(name: str, doc: str, data: dict[str, TimeHistogram], label: str = "") -> Any:
+        def histogram(name: str, doc: str, data: dict[str, Histogram], label: str = "") -> Any:
             family = HistogramMetricFamily(name, doc, labels=[label] if label else [])
             for key, hist in data.items():
                 family.add_metric([key] if label else [], hist.buckets(), hist.sum)
+            return family
+
+        def by_agent(
+            name: str, doc: str, data: dict[tuple[str, ...], Histogram], labels: tuple[str, ...]
+        ) -> Any:
+            family = HistogramMetricFamily(name, doc, labels=["agent", *labels])
+            for key, hist in data.items():
+                family.add_metric([self.agent, *key], hist.buckets(), hist.sum)
             return family
 
         def gauge(name: str, doc: str, value: float, label: str = "", key: str = "") -> Any:
@@ -370,7 +430,7 @@ class ServerMetrics:
         )
         tokens = CounterMetricFamily(
             "vrt_model_tokens",
-            "Tokens the model reported: all, cached (of input) and audio.",
+            "Tokens the model reported: all, cached (of input), audio and text.",
             labels=["agent", "direction", "kind"],
         )
         for name, total in usage.items():
@@ -379,12 +439,44 @@ class ServerMetrics:
                 ("input", "all", total.input_tokens),
                 ("input", "cached", total.cached_input_tokens),
                 ("input", "audio", total.input_audio_tokens),
+                ("input", "text", total.input_text_tokens),
                 ("output", "all", total.output_tokens),
                 ("output", "audio", total.output_audio_tokens),
+                ("output", "text", total.output_text_tokens),
             ):
                 tokens.add_metric([name, direction, kind], value)
         yield responses
         yield tokens
+        yield by_agent(
+            "vrt_response_time_to_first_text_seconds",
+            "From a response's beginning to its first text (a text chunk or an agent transcript).",
+            {(): self.response_first_text},
+            (),
+        )
+        yield by_agent(
+            "vrt_response_time_to_first_audio_seconds",
+            "From a response's beginning to its first output audio frame.",
+            {(): self.response_first_audio},
+            (),
+        )
+        yield by_agent(
+            "vrt_response_duration_seconds",
+            "From a response's beginning to its end, by how it ended.",
+            {(outcome,): hist for outcome, hist in self.response_seconds.items()},
+            ("outcome",),
+        )
+        yield by_agent(
+            "vrt_response_tokens",
+            "Tokens the model reported for one response, by direction and modality.",
+            self.response_tokens,
+            ("direction", "modality"),
+        )
+        yield by_agent(
+            "vrt_response_output_tokens_per_second",
+            "A response's output tokens over its duration.",
+            {(): self.response_token_rate},
+            (),
+        )
 
 
 def make_registry(metrics: ServerMetrics) -> CollectorRegistry:
@@ -409,7 +501,7 @@ class LoopLagProbe:
     """Measures how late the event loop runs a callback scheduled every ``interval``
     seconds: one timer per interval, nothing else."""
 
-    def __init__(self, histogram: TimeHistogram, interval: float = 0.5) -> None:
+    def __init__(self, histogram: Histogram, interval: float = 0.5) -> None:
         self.histogram = histogram
         self.interval = interval
         self.last = 0.0

@@ -8,19 +8,31 @@ member alone), and what it writes by the ``type`` that vrt's own encoder puts ri
 after ``v`` and ``seq`` (``vrt.protocol.codec.encode``), found with a byte search: no
 frame is decoded twice, except the few that carry what a latency or a trace needs
 (``turn.state``, ``interrupted``, ``tool.call``, ``error``).
+
+Each session's agent gets a :class:`~vrt.agents.responses.ResponseWatch`, which the
+agent seam (``AgentSession``) tells of every response's steps, whatever the agent; a
+response's end feeds the response metrics and a ``vrt.response`` span.
 """
 
 from __future__ import annotations
 
 import asyncio
+import functools
 from collections.abc import Iterator
 from typing import TYPE_CHECKING, Final
 
 import msgspec
 
+from ..agents.responses import Response, ResponseWatch
 from ..protocol.frames import FrameKind
 from ..protocol.outputs import Output, SendBinary, SendText
-from ..protocol.server import AgentInput, ServerSession, ToolSettled
+from ..protocol.server import (
+    AgentInput,
+    AudioReceived,
+    ResponseInterrupted,
+    ServerSession,
+    ToolSettled,
+)
 from .metrics import ServerMetrics, Tally
 
 if TYPE_CHECKING:
@@ -97,6 +109,12 @@ class ServerObserver:
         """A resume (§5.4): ``resumed``, ``refused`` (unknown, foreign or expired) or
         ``failed`` (what the client missed is gone)."""
 
+    def agent_started(
+        self, session: ServerSession, agent: Agent, agent_session: AgentSession
+    ) -> None:
+        """The session's agent was made and is about to run (a new session, or one
+        rebuilt on this process from a shared store)."""
+
     def delivered(self, session: ServerSession, events: list[AgentInput]) -> None:
         """``events`` are handed to the session's agent."""
 
@@ -111,16 +129,26 @@ class ServerObserver:
 
 
 class Telemetry(ServerObserver):
-    """Metrics, traces, or both, for one server."""
+    """Metrics, traces, or both, for one server.
+
+    ``agent`` names the agent in traces (the metrics' own name by default).
+    """
 
     def __init__(
-        self, metrics: ServerMetrics | None = None, tracer: SessionTracer | None = None
+        self,
+        metrics: ServerMetrics | None = None,
+        tracer: SessionTracer | None = None,
+        *,
+        agent: str | None = None,
     ) -> None:
         self.metrics = metrics
         self.tracer = tracer
+        self.agent = agent or (metrics.agent if metrics is not None else "custom")
         self._meters: set[_Meter] = set()
         #: When each client tool call still unsettled was written, by session.
         self._calls: dict[str, dict[str, float]] = {}
+        #: The response watch of each live session's agent.
+        self._watches: dict[str, ResponseWatch] = {}
         if metrics is not None:
             metrics.buffered = self._buffered
 
@@ -154,18 +182,38 @@ class Telemetry(ServerObserver):
         if self.tracer is not None:
             self.tracer.resumed(session_id, outcome)
 
+    def agent_started(
+        self, session: ServerSession, agent: Agent, agent_session: AgentSession
+    ) -> None:
+        sink = functools.partial(self._response_ended, session.session_id)
+        watch = ResponseWatch(agent_session.now, sink, agent)
+        agent_session.watch = watch
+        self._watches[session.session_id] = watch
+
+    def _response_ended(self, session_id: str, response: Response) -> None:
+        if self.metrics is not None:
+            self.metrics.response_ended(response)
+        if self.tracer is not None:
+            self.tracer.response_ended(session_id, response, self.agent)
+
     def delivered(self, session: ServerSession, events: list[AgentInput]) -> None:
         metrics = self.metrics
-        if metrics is None:
-            return
         for event in events:
+            if type(event) is AudioReceived:
+                continue  # most events: one test, as before
             if type(event) is ToolSettled:
-                calls = self._calls.get(session.session_id)
-                written = calls.pop(event.call_id, None) if calls else None
-                seconds = None
-                if written is not None:
-                    seconds = asyncio.get_running_loop().time() - written
-                metrics.tool_settled(event.ok, event.code, seconds)
+                if metrics is not None:
+                    calls = self._calls.get(session.session_id)
+                    written = calls.pop(event.call_id, None) if calls else None
+                    seconds = None
+                    if written is not None:
+                        seconds = asyncio.get_running_loop().time() - written
+                    metrics.tool_settled(event.ok, event.code, seconds)
+            elif type(event) is ResponseInterrupted:
+                # The client interrupted (§6.2) or sent text over the response (§6.3).
+                watch = self._watches.get(session.session_id)
+                if watch is not None:
+                    watch.interrupted(event.turn_id)
 
     def session_ended(
         self,
@@ -175,6 +223,9 @@ class Telemetry(ServerObserver):
         agent_session: AgentSession | None,
     ) -> None:
         self._calls.pop(session.session_id, None)
+        watch = self._watches.pop(session.session_id, None)
+        if watch is not None:
+            watch.close()  # before the session's span ends: the response's is its child
         if reason == "session closed" and session.ended is not None:
             reason = session.ended[1]  # e.g. "agent failed"
         if self.metrics is not None:
