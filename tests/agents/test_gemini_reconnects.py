@@ -18,8 +18,7 @@ from gemini_live_standin import GO_AWAY_1008, GO_AWAY_1011, Call, GeminiStandIn,
 from gemini_session import API_KEY, MODEL, ready, served, use_key
 from voice_session import idle, payloads, session, silence_frames, speech_frames
 
-from vrt.agents.gemini_log import ConversationLog
-from vrt.agents.history import AgentSaid, UserSaid
+from vrt.agents.history import AgentSaid, ConversationLog, UserSaid
 from vrt.client import (
     AudioChunk,
     ErrorReceived,
@@ -253,15 +252,15 @@ async def test_without_a_usable_handle_the_conversation_is_replayed(
 
 def test_the_replayed_log_is_bounded() -> None:
     """A client that talks for hours (or floods texts) makes the agent keep at most
-    ``max_bytes`` of conversation, the newest."""
-    log = ConversationLog(max_bytes=64 * 1024)
+    ``max_chars`` of conversation, the newest."""
+    log = ConversationLog(max_chars=56 * 1024)
     for n in range(5000):
         log.add(UserSaid(text=f"{n:05d} " + "x" * 500))
         log.add(AgentSaid(turn_id=f"t_{n}", text="y" * 100, spoken=True))
-    assert log.size <= log.max_bytes
-    assert log.size > log.max_bytes * 0.95  # the bound is used, not undershot
+    assert log.chars <= log.max_chars
+    assert log.chars > log.max_chars * 0.95  # the bound is used, not undershot
     assert len(log) < 10000 * 0.02
-    newest = log.entries[-2]
+    newest = log.entries()[-2]
     assert isinstance(newest, UserSaid)
     assert newest.text.startswith("04999 ")
     assert log.dropped == 10000 - len(log)

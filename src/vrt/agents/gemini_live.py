@@ -56,7 +56,7 @@ What maps to what (the agent seam of ``docs/agents.md``; no special case in the 
   failed connection reconnects the same way, bounded as in the Realtime adapter
   (``max_failed_links``, ``give_up_after``), with one recoverable ``AGENT_ERROR`` when
   a turn was cut. Without a usable handle the new provider session is given the
-  conversation so far (``gemini_log.py``, ``replay.gemini_turns``).
+  conversation so far (``history.ConversationLog``, ``replay.gemini_turns``).
 * ``usageMetadata`` is summed in ``agent.usage`` and logged at DEBUG.
 
 The API key comes only from ``GOOGLE_API_KEY`` or ``GEMINI_API_KEY`` (in that order,
@@ -105,8 +105,7 @@ from .gemini_config import (
     config_from,
 )
 from .gemini_link import Generation, Link, PendingCall, Speech
-from .gemini_log import ConversationLog
-from .history import AgentSaid, HistoryEntry, ToolCalled, ToolResulted, UserSaid
+from .history import AgentSaid, ConversationLog, HistoryEntry, ToolCalled, UserSaid, settled
 from .provider_socket import ProviderAgent, keyed_factory, register_secret
 from .replay import gemini_turns
 from .usage import TokenUsage, count
@@ -199,7 +198,7 @@ class GeminiLiveAgent(ProviderAgent[Link]):
         """The conversation so far (a session moved to this process): sent as text
         turns that ask for no answer once the first provider session is set up, before
         the context (``replay.gemini_turns``; the Live API takes no other history)."""
-        self._conversation.extend(history)
+        self._conversation = ConversationLog(history)
 
     def _prepare(self, session: AgentSession) -> None:
         self._context = session.context
@@ -387,7 +386,7 @@ class GeminiLiveAgent(ProviderAgent[Link]):
             # A new conversation: it gets the conversation so far (restored, or of
             # the provider sessions before), which asks for no answer, then the context.
             self._context_sent = False
-            turns = gemini_turns(self._conversation.entries)
+            turns = gemini_turns(self._conversation.entries())
             if turns:
                 link.send({"clientContent": {"turns": turns, "turnComplete": False}})
         if self._context is not None and (not self._context_sent or self._context_after_handle):
@@ -728,15 +727,7 @@ class GeminiLiveAgent(ProviderAgent[Link]):
                 link.drop = True  # the Live API has no cancel: the rest is dropped here
                 link.generation = None
         elif isinstance(event, ToolSettled):
-            self._conversation.add(
-                ToolResulted(
-                    call_id=event.call_id,
-                    ok=event.ok,
-                    output=event.output,
-                    code=event.code,
-                    message=event.message,
-                )
-            )
+            self._conversation.add(settled(event))
             self._on_tool_settled(link, event)
         elif isinstance(event, ContextChanged):
             self._context = event.context

@@ -28,6 +28,8 @@ from typing import Any, Final, TypeAlias
 
 import msgspec
 
+from ..protocol.server import ToolSettled
+
 __all__ = [
     "MAX_LOG_CHARS",
     "AgentSaid",
@@ -40,6 +42,7 @@ __all__ = [
     "TurnInterrupted",
     "UserSaid",
     "coalesce",
+    "settled",
 ]
 
 
@@ -95,6 +98,17 @@ class TurnInterrupted(msgspec.Struct, frozen=True, kw_only=True, tag="interrupte
 
     turn_id: str | None
     epoch: int
+
+
+def settled(event: ToolSettled) -> ToolResulted:
+    """The entry of a client tool call's result as the agent seam delivers it."""
+    return ToolResulted(
+        call_id=event.call_id,
+        ok=event.ok,
+        output=event.output,
+        code=event.code,
+        message=event.message,
+    )
 
 
 HistoryEntry: TypeAlias = (
@@ -169,6 +183,8 @@ class ConversationLog:
         self.max_chars = max_chars
         self._slots: deque[LogSlot] = deque()
         self._chars = 0
+        #: Slots dropped (oldest first) to stay within the bound.
+        self.dropped = 0
         for entry in entries:
             self.add(entry)
 
@@ -182,6 +198,10 @@ class ConversationLog:
     def entries(self) -> list[HistoryEntry]:
         return [slot.entry for slot in self._slots if slot.entry is not None]
 
+    def __len__(self) -> int:
+        """The slots kept (an empty one included)."""
+        return len(self._slots)
+
     @property
     def chars(self) -> int:
         return self._chars
@@ -191,6 +211,7 @@ class ConversationLog:
         while self._chars > self.max_chars and len(self._slots) > 1:
             oldest = self._slots.popleft()
             self._chars -= _size(oldest.entry)
+            self.dropped += 1
             oldest._entry = None  # a late write to it changes nothing here
             oldest._log = _DETACHED
 

@@ -125,8 +125,8 @@ from .history import (
     HistoryEntry,
     LogSlot,
     ToolCalled,
-    ToolResulted,
     UserSaid,
+    settled,
 )
 from .provider_socket import (
     LinkSettings,
@@ -1326,15 +1326,7 @@ class OpenAIRealtimeAgent(ProviderAgent[_Link]):
         elif isinstance(event, ResponseInterrupted):
             self._cancel_stale(link)
         elif isinstance(event, ToolSettled):
-            self._conversation.add(
-                ToolResulted(
-                    call_id=event.call_id,
-                    ok=event.ok,
-                    output=event.output,
-                    code=event.code,
-                    message=event.message,
-                )
-            )
+            self._conversation.add(settled(event))
             provider_id = self._carried.pop(event.call_id, None)
             if provider_id is None:
                 self._on_tool_settled(link, event)
