@@ -16,6 +16,7 @@ import asyncio
 import logging
 from collections import deque
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterable
+from contextvars import ContextVar
 from dataclasses import dataclass
 from typing import Any, Final, Protocol, Self, TypeAlias, runtime_checkable
 
@@ -48,6 +49,7 @@ __all__ = [
     "ToolSettled",
     "Turn",
     "UserTextReceived",
+    "option_name",
 ]
 
 
@@ -63,6 +65,17 @@ MAX_QUEUED_AUDIO: Final = 500
 class AgentSetupError(Exception):
     """An agent cannot be set up (a missing API key, a bad option). Its message is one
     line telling the user what to set; ``vrt serve`` prints it and exits."""
+
+
+#: What the user types before an agent's option names while its ``setup`` runs:
+#: ``brain.`` for the brain of the voice agent (``load_agent(option_prefix=...)``).
+OPTION_PREFIX: ContextVar[str] = ContextVar("vrt_option_prefix", default="")
+
+
+def option_name(name: str) -> str:
+    """Option ``name`` as the user types it on the command line (``brain.model`` for a
+    brain's ``model``): for a setup error that tells the user what to set."""
+    return OPTION_PREFIX.get() + name
 
 
 @dataclass(frozen=True, slots=True)

@@ -103,6 +103,7 @@ from .base import (
     ToolSettled,
     Turn,
     UserTextReceived,
+    option_name,
 )
 from .function_names import OPENAI, FunctionNames
 from .history import HistoryEntry
@@ -918,16 +919,19 @@ def _copy(value: Any) -> Any:
 
 
 def _config(options: dict[str, str]) -> ChatConfig:
+    # Each option named as the user types it (``brain.model`` for the voice agent's
+    # brain): the message says what to set.
     unknown = sorted(set(options) - set(_OPTIONS))
     if unknown:
         raise AgentSetupError(
-            f"the openai-chat agent has no option {', '.join(unknown)} "
-            f"(it takes {', '.join(_OPTIONS)}; the key comes from OPENAI_API_KEY)"
+            f"the openai-chat agent has no option {', '.join(map(option_name, unknown))} "
+            f"(it takes {', '.join(map(option_name, _OPTIONS))}; "
+            "the key comes from OPENAI_API_KEY)"
         )
     model = options.get("model") or os.environ.get("VRT_OPENAI_CHAT_MODEL", "")
     if not model.strip():
         raise AgentSetupError(
-            "the openai-chat agent needs a model: --agent-option model=NAME "
+            f"the openai-chat agent needs a model: --agent-option {option_name('model')}=NAME "
             "or VRT_OPENAI_CHAT_MODEL"
         )
     base_url = (
@@ -936,7 +940,7 @@ def _config(options: dict[str, str]) -> ChatConfig:
     parts = urlsplit(base_url)
     if parts.scheme not in ("http", "https") or not parts.hostname:
         raise AgentSetupError(
-            "openai-chat base_url must be an http:// or https:// URL, "
+            f"openai-chat {option_name('base_url')} must be an http:// or https:// URL, "
             "e.g. http://localhost:11434/v1"
         )
     try:
@@ -944,12 +948,14 @@ def _config(options: dict[str, str]) -> ChatConfig:
     except ValueError:
         timeout = 0.0
     if not 0 < timeout < float("inf"):
-        raise AgentSetupError("openai-chat timeout must be a positive number of seconds")
+        raise AgentSetupError(
+            f"openai-chat {option_name('timeout')} must be a positive number of seconds"
+        )
     api_key = os.environ.get("OPENAI_API_KEY", "").strip() or None
     if api_key is None and parts.hostname == "api.openai.com":
         raise AgentSetupError(
             "the openai-chat agent needs OPENAI_API_KEY for api.openai.com "
-            "(or --agent-option base_url=... for a local server)"
+            f"(or --agent-option {option_name('base_url')}=... for a local server)"
         )
     if api_key is not None and parts.scheme == "http" and not loopback(parts.hostname):
         log.warning("openai-chat sends OPENAI_API_KEY to %s without TLS", parts.hostname)
