@@ -116,16 +116,18 @@ async def test_go_away_during_an_answer_waits_for_its_end(url: str, standin: Gem
 
 @pytest.mark.parametrize(("code", "reason"), [(1008, GO_AWAY_1008), (1011, GO_AWAY_1011)])
 async def test_the_close_after_go_away_is_expected(api_key: str, code: int, reason: str) -> None:
-    """The client could not leave in time (an answer longer than timeLeft): the service
-    cuts it, 1008 (F1) or 1011 (F2). The answer is cut, which the client is told as a
-    recoverable error; the conversation resumes."""
-    async with GeminiStandIn(api_key=API_KEY, models=(MODEL,), go_away_close=code) as standin:
+    """The service cuts the connection after its goAway, 1008 (F1) or 1011 (F2), while
+    an answer runs (here before the adapter leaves: any close after a goAway is
+    expected). The answer is cut, which the client is told as a recoverable error; the
+    conversation resumes."""
+    async with GeminiStandIn(api_key=API_KEY, models=(MODEL,)) as standin:
         standin.replies.append(Reply(audio=payloads(200, 960, seed=12), interval=0.02))
         async with served(standin) as url, session(url) as s:
             await ready(standin)
             await s.client.send_text("a long story")
             speaking = await s.next(TurnChanged, lambda e: e.state == "speaking")
-            await standin.go_away(time_left=0.2)
+            await standin.go_away(time_left=60.0)
+            await standin.abort(code, reason)
             error = await s.next(ErrorReceived)
             assert error.recoverable
             cut = await s.find(InterruptedEpoch)
@@ -136,9 +138,38 @@ async def test_the_close_after_go_away_is_expected(api_key: str, code: int, reas
             final = await s.next(TranscriptReceived, lambda e: e.role == "agent" and e.final)
             assert final.text == "ok"
             assert not s.all(SessionFailed)
-        assert standin.closes[0][0] == code
-        assert standin.expired == 1
+        assert [c for c, _ in standin.closes] == [code]
         assert standin.messages("setup")[1]["sessionResumption"].get("handle")
+
+
+async def test_without_a_boundary_the_adapter_leaves_before_time_left_runs_out(
+    url: str, standin: GeminiStandIn
+) -> None:
+    """An answer longer than the goAway's timeLeft: the adapter does not wait for the
+    service's close (F1, F2) but leaves ``LEAVE_MARGIN`` before it (at half of a short
+    timeLeft), closing the socket first (F9); the answer is cut as by a dropped link
+    (one recoverable error) and the next session resumes with the latest handle."""
+    standin.replies.append(Reply(audio=payloads(400, 960, seed=13), interval=0.02))
+    async with session(url) as s:
+        await ready(standin)
+        await s.client.send_text("a very long story")
+        speaking = await s.next(TurnChanged, lambda e: e.state == "speaking")
+        # The adapter leaves after max(3 - 2, 3 / 2) = 1.5 s; the service cuts at 3 s.
+        await standin.go_away(time_left=3.0)
+        error = await s.next(ErrorReceived)
+        assert error.recoverable
+        cut = await s.find(InterruptedEpoch)
+        assert cut.epoch == speaking.epoch
+        await standin.wait_connections(2)
+        await ready(standin, 2)
+        await s.client.send_text("go on")
+        final = await s.next(TranscriptReceived, lambda e: e.role == "agent" and e.final)
+        assert final.text == "ok"
+        assert not s.all(SessionFailed)
+    assert standin.expired == 0  # the service never had to cut it
+    assert standin.closes == []
+    assert standin.resumed_while_open == 0
+    assert standin.messages("setup")[1]["sessionResumption"].get("handle")
 
 
 # --- aborts after setupComplete (F3, F4) ----------------------------------------------
@@ -394,5 +425,6 @@ async def test_a_context_sent_after_the_latest_handle_is_sent_again_on_resume(
         (resent,) = standin.messages("clientContent", connection=2)
         assert "b.txt" in json.dumps(resent)
         assert resent["turnComplete"] is False
-        assert standin.expired == 1  # no boundary with a fresh handle came in time
+        # No boundary with a fresh handle came: the adapter left before timeLeft ran out.
+        assert standin.expired == 0
         assert "b.txt" in json.dumps(standin.connections[1].history)
