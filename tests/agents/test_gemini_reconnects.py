@@ -10,15 +10,21 @@ repeat one; without a usable handle the conversation is replayed (issue 30, poin
 
 from __future__ import annotations
 
+import asyncio
+import base64
 import json
 from collections.abc import AsyncIterator, Sequence
+from typing import ClassVar
 
 import pytest
 from gemini_live_standin import GO_AWAY_1008, GO_AWAY_1011, Call, GeminiStandIn, Reply
-from gemini_session import API_KEY, MODEL, ready, served, use_key
-from voice_session import idle, payloads, session, silence_frames, speech_frames
+from gemini_session import API_KEY, MODEL, ready, serve_agent, served, use_key
+from voice_session import idle, payloads, session, silence_frames, speech_frames, until
 
+from vrt.agents.gemini_live import GeminiConfig, GeminiLiveAgent
 from vrt.agents.history import AgentSaid, ConversationLog, UserSaid
+from vrt.agents.provider_socket import HELD_AUDIO
+from vrt.audio import frame_bytes
 from vrt.client import (
     AudioChunk,
     ErrorReceived,
@@ -170,6 +176,53 @@ async def test_without_a_boundary_the_adapter_leaves_before_time_left_runs_out(
     assert standin.closes == []
     assert standin.resumed_while_open == 0
     assert standin.messages("setup")[1]["sessionResumption"].get("handle")
+
+
+class _Recorded(GeminiLiveAgent):
+    """The adapter, each instance kept (to wait for what it holds)."""
+
+    made: ClassVar[list[GeminiLiveAgent]] = []
+
+    def __init__(self, config: GeminiConfig, api_key: str) -> None:
+        super().__init__(config, api_key)
+        self.made.append(self)
+
+
+async def test_audio_said_while_the_session_is_replaced_reaches_the_next_one(
+    api_key: str, standin: GeminiStandIn
+) -> None:
+    """The user speaks while a goAway's reconnect is under way (here the new session's
+    setup is slow): that audio, the newest ``HELD_AUDIO`` seconds of it, goes to the
+    new session once it is set up, in order, before anything else the client sent."""
+    _Recorded.made = []
+    server, url = await serve_agent(standin, _Recorded, {})
+    size = frame_bytes(PCM16_24K, 20)
+    # 3 s of quiet frames (samples of at most 149: no speech to the stand-in), each its own
+    frames = [n.to_bytes(2, "little") * (size // 2) for n in range(150)]
+    try:
+        async with session(url) as s:
+            await ready(standin)
+            await s.client.send_text("remember 42")
+            await s.next(TurnChanged, idle)
+            standin.setup_gate = asyncio.Event()
+            await standin.go_away(time_left=30.0)
+            await standin.wait_connections(2)
+            for frame in frames:
+                assert s.client.send_audio(frame)
+            (agent,) = _Recorded.made
+            await until(lambda: agent._held_audio.size == HELD_AUDIO * 2 * 24000, "audio held")
+            standin.setup_gate.set()
+            await ready(standin, 2)
+            await until(lambda: len(standin.messages("realtimeInput", connection=2)) == 100, "sent")
+            await s.drain(0.05)
+            assert not s.all(ErrorReceived)
+        sent = [
+            base64.b64decode(m["audio"]["data"])
+            for m in standin.messages("realtimeInput", connection=2)
+        ]
+        assert sent == frames[-100:]  # the newest 2 s, in order, once
+    finally:
+        await server.close()
 
 
 # --- aborts after setupComplete (F3, F4) ----------------------------------------------

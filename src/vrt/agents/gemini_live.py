@@ -399,6 +399,7 @@ class GeminiLiveAgent(ProviderAgent[Link]):
         if link.leaving is not None or link.fatal is not None:
             return
         log.warning("no turn boundary came within the model's goAway; leaving its session now")
+        self._link = None  # the client's events wait for the next session (audio held)
         # The socket is closed (not just dropped) before the next one resumes: the
         # service refuses a resume while it is open (F9). The reader then ends.
         link.leaving = asyncio.get_running_loop().create_task(link.close())

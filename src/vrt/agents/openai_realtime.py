@@ -689,6 +689,7 @@ class OpenAIRealtimeAgent(ProviderAgent[_Link]):
             return
         log.info("model session %d recycled at a quiet moment", link.generation)
         link.expected = True
+        self._link = None  # the client's events wait for the next session (audio held)
         link.closing = asyncio.get_running_loop().create_task(
             link.ws.close(1000, "recycled before the session limit")
         )
