@@ -336,6 +336,14 @@ class AgentSession:
         self._session.agent_error(message, recoverable=recoverable)
         self._flush()
 
+    def _provider_members(self, turn_id: str | None, call_id: str | None, members: Any) -> None:
+        # The session's observer (a shared store's journal) keeps them; without one
+        # nothing outlives this process, so there is nothing to keep.
+        observer = getattr(self._session, "observer", None)
+        keep = getattr(observer, "provider_members", None)
+        if callable(keep):
+            keep(turn_id, call_id, members)
+
     def close(self, message: str) -> None:
         """End the session for good: ``AGENT_ERROR`` (not recoverable), then close 1000
         (§5.6). The agent's ``run`` is cancelled."""
@@ -402,6 +410,13 @@ class Turn:
             return _not_called(name, self.id, provider_id)
         return await handle.issue(arguments)
 
+    def provider_members(self, members: Any) -> None:
+        """What the model's provider attached to the agent's message of this turn
+        whose text was just sent (e.g. DeepSeek's ``reasoning_content``): kept with
+        that text in a shared store's conversation log, so that ``restore`` gives it
+        back to an agent rebuilt on another process. Opaque to the server."""
+        self.session._provider_members(self.id, None, members)
+
     def end(self) -> bool:
         """The turn is done (``turn.state idle``)."""
         return self._done(self.session._session.end_turn(self.id))
@@ -447,6 +462,12 @@ class ToolCallHandle:
                 ToolSettled(call_id=self.call_id, provider_id=None, name="", turn_id="", ok=True)
             )
         return future
+
+    def provider_members(self, members: Any) -> None:
+        """What the model's provider attached to this call (e.g. Gemini 3's thought
+        signature), given before :meth:`issue`: kept with the call in a shared store's
+        conversation log (as :meth:`Turn.provider_members`)."""
+        self.session._provider_members(None, self.call_id, members)
 
     def progress(self, progress: Any) -> bool:
         """Progress of a running server tool (only visible with tool-stream-v1)."""

@@ -62,6 +62,11 @@ class AgentSaid(msgspec.Struct, frozen=True, kw_only=True, tag="agent"):
     turn_id: str | None
     text: str
     spoken: bool = False
+    #: What the agent's model provider attached to the message (e.g. DeepSeek's
+    #: ``reasoning_content``), for the agent to send back after a move; opaque to all
+    #: else. Optional: a log written without it reads the same, and an older reader
+    #: skips it.
+    provider: Any = None
 
 
 class ToolCalled(msgspec.Struct, frozen=True, kw_only=True, tag="tool.call"):
@@ -73,6 +78,9 @@ class ToolCalled(msgspec.Struct, frozen=True, kw_only=True, tag="tool.call"):
     turn_id: str
     #: The model's own id for the call, when the agent gave one.
     provider_id: str | None = None
+    #: What the agent's model provider attached to the call (e.g. Gemini 3's thought
+    #: signature): opaque, as :attr:`AgentSaid.provider`.
+    provider: Any = None
 
 
 class ToolResulted(msgspec.Struct, frozen=True, kw_only=True, tag="tool.result"):
@@ -129,7 +137,10 @@ def coalesce(entries: Iterable[HistoryEntry]) -> list[HistoryEntry]:
             and last.spoken == entry.spoken
         ):
             out[-1] = AgentSaid(
-                turn_id=entry.turn_id, text=last.text + entry.text, spoken=entry.spoken
+                turn_id=entry.turn_id,
+                text=last.text + entry.text,
+                spoken=entry.spoken,
+                provider=last.provider if entry.provider is None else entry.provider,
             )
         else:
             out.append(entry)

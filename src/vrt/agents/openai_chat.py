@@ -544,6 +544,10 @@ class OpenAIChatAgent:
                 if not turn.active:
                     reply.finish(interrupted=True)
                     return
+                if reply.step.extra and reply.step.text:
+                    # Kept with the text in a shared store's log, for restore (the
+                    # provider wants them back, e.g. DeepSeek's reasoning_content).
+                    turn.provider_members(_copy(reply.step.extra))
                 cut = _CUT_SHORT.get(reply.finish_reason or "")
                 if cut is not None:
                     self._cut_short(reply, cut)
@@ -774,7 +778,11 @@ class OpenAIChatAgent:
 
     async def _run_calls(self, reply: _Reply) -> None:
         """Issue the completion's calls in order and wait for their results."""
-        for call in reply.step.calls:
+        step = reply.step
+        # The message's own members go with its text, or without text with its first
+        # call (``replay.chat_messages`` puts them back on the message).
+        message_members = _copy(step.extra) if step.extra and not step.text else None
+        for call in step.calls:
             if not call.function:
                 continue  # never named: nothing to call, nothing to tell the model
             arguments = call.parsed()
@@ -787,6 +795,18 @@ class OpenAIChatAgent:
             elif call.handle is None:
                 call.error = ("FAILED", "the call could not be made")
             else:
+                members = {
+                    key: _copy(value)
+                    for key, value in (
+                        ("message", message_members),
+                        ("call", call.extra),
+                        ("function", call.function_extra),
+                    )
+                    if value
+                }
+                if members:
+                    call.handle.provider_members(members)
+                    message_members = None
                 call.future = call.handle.issue(arguments)
                 call.issued = not call.future.done()
         for call in reply.step.calls:
