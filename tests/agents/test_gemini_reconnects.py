@@ -13,12 +13,19 @@ from __future__ import annotations
 import asyncio
 import base64
 import json
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import Sequence
 from typing import ClassVar
 
+import gemini_session
 import pytest
 from gemini_live_standin import GO_AWAY_1008, GO_AWAY_1011, Call, GeminiStandIn, Reply
-from gemini_session import API_KEY, MODEL, ready, serve_agent, served, use_key
+from gemini_session import (
+    API_KEY,
+    MODEL,
+    ready,
+    serve_agent,
+    served,
+)
 from voice_session import idle, payloads, session, silence_frames, speech_frames, until
 
 from vrt.agents.gemini_live import GeminiConfig, GeminiLiveAgent
@@ -37,22 +44,10 @@ from vrt.client import (
 )
 from vrt.protocol.messages import PCM16_24K
 
-
-@pytest.fixture
-def api_key(monkeypatch: pytest.MonkeyPatch) -> str:
-    return use_key(monkeypatch)
-
-
-@pytest.fixture
-async def standin() -> AsyncIterator[GeminiStandIn]:
-    async with GeminiStandIn(api_key=API_KEY, models=(MODEL,)) as running:
-        yield running
-
-
-@pytest.fixture
-async def url(standin: GeminiStandIn, api_key: str) -> AsyncIterator[str]:
-    async with served(standin) as running:
-        yield running
+# The shared fixtures (gemini_session.py): pytest finds them here.
+api_key_fixture = gemini_session.api_key_fixture
+standin_fixture = gemini_session.standin_fixture
+url_fixture = gemini_session.url_fixture
 
 
 def finals(events: Sequence[object]) -> list[str]:

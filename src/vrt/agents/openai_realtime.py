@@ -132,8 +132,8 @@ from .provider_socket import (
     LinkSettings,
     ProviderAgent,
     ProviderSocket,
-    check_ws_url,
     keyed_factory,
+    model_voice_url,
     option_reader,
     register_secret,
     shown,
@@ -232,12 +232,9 @@ def config_from(options: Mapping[str, str], environ: Mapping[str, str]) -> Realt
     """The configuration from ``--agent-option`` values, then ``VRT_OPENAI_*``
     environment variables, then the defaults. Raises AgentSetupError (one line)."""
     get = option_reader(options, environ, _SETTINGS, "OPENAI_API_KEY")
-    model = get("model", DEFAULT_MODEL)
-    voice = get("voice", DEFAULT_VOICE)
-    if not model or not voice:
-        raise AgentSetupError("model and voice must not be empty")
-    base_url = get("base_url", DEFAULT_BASE_URL)
-    check_ws_url(base_url, "OPENAI_API_KEY")
+    model, voice, base_url = model_voice_url(
+        get, (DEFAULT_MODEL, DEFAULT_VOICE, DEFAULT_BASE_URL), "OPENAI_API_KEY"
+    )
     transcription = get("transcription_model", DEFAULT_TRANSCRIPTION_MODEL)
     turn_detection = get("turn_detection", "server_vad")
     if turn_detection not in TURN_DETECTIONS:

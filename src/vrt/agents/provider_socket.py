@@ -66,6 +66,7 @@ __all__ = [
     "check_ws_url",
     "keyed_factory",
     "loopback",
+    "model_voice_url",
     "option_reader",
     "redact",
     "register_secret",
@@ -182,6 +183,20 @@ def option_reader(
         return default if value is None else value.strip()
 
     return get
+
+
+def model_voice_url(
+    get: Callable[[str, str], str], defaults: tuple[str, str, str], key_variable: str
+) -> tuple[str, str, str]:
+    """The ``model``, ``voice`` and ``base_url`` settings every speech-to-speech adapter
+    has (read with :func:`option_reader`, ``defaults`` in that order), checked: no
+    empty model or voice, a URL :func:`check_ws_url` accepts."""
+    model, voice = get("model", defaults[0]), get("voice", defaults[1])
+    if not model or not voice:
+        raise AgentSetupError("model and voice must not be empty")
+    base_url = get("base_url", defaults[2])
+    check_ws_url(base_url, key_variable)
+    return model, voice, base_url
 
 
 def audio_bytes_per_second(fmt: Format) -> int:
