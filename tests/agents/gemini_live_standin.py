@@ -266,6 +266,8 @@ class _Connection:
                 raise _Closing(1011, "Internal error encountered.")
             self.history = list(saved)
         self.setup = setup
+        if standin.setup_gate is not None:
+            await standin.setup_gate.wait()
         await self.emit({"setupComplete": {}})
         await self._resumption_update()
 
@@ -513,6 +515,8 @@ class GeminiStandIn:
         #: because the old connection was still open (F9).
         self.expired = 0
         self.resumed_while_open = 0
+        #: When set, each setupComplete waits for it (a service slow to set up).
+        self.setup_gate: asyncio.Event | None = None
         #: ``interrupted`` sent after a turnComplete, with no generation in flight (F5).
         self.late_interruptions = 0
         self.models = models

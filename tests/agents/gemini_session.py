@@ -1,6 +1,6 @@
 """What the Gemini Live tests share: the key in the environment, a real VrtServer
-running the adapter against the stand-in, and waits on the stand-in. Each test module
-makes its fixtures from these (``api_key``, ``standin``, ``url``)."""
+running the adapter against the stand-in, and waits on the stand-in; and the fixtures
+``api_key``, ``standin`` and ``url``, which a test module imports (``*_fixture``)."""
 
 from __future__ import annotations
 
@@ -23,12 +23,15 @@ __all__ = [
     "MODEL",
     "PCM16_16K",
     "PCMU",
+    "api_key_fixture",
     "fatal",
     "ready",
     "serve",
     "serve_agent",
     "served",
     "speak",
+    "standin_fixture",
+    "url_fixture",
     "use_key",
 ]
 
@@ -102,3 +105,21 @@ async def speak(
     for frame in frames:
         assert s.client.send_audio(frame)
     return frames
+
+
+@pytest.fixture(name="api_key")
+def api_key_fixture(monkeypatch: pytest.MonkeyPatch) -> str:
+    return use_key(monkeypatch)
+
+
+@pytest.fixture(name="standin")
+async def standin_fixture() -> AsyncIterator[GeminiStandIn]:
+    async with GeminiStandIn(api_key=API_KEY, models=(MODEL,)) as running:
+        yield running
+
+
+@pytest.fixture(name="url")
+async def url_fixture(standin: GeminiStandIn, api_key: str) -> AsyncIterator[str]:
+    del api_key  # in the environment
+    async with served(standin) as running:
+        yield running

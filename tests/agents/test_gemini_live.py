@@ -8,9 +8,9 @@ import asyncio
 import base64
 import json
 import logging
-from collections.abc import AsyncIterator
 from typing import Any
 
+import gemini_session
 import pytest
 from gemini_live_standin import LOGGER as STANDIN_LOGGER
 from gemini_live_standin import Call, GeminiStandIn, Reply
@@ -22,9 +22,7 @@ from gemini_session import (
     fatal,
     ready,
     serve,
-    served,
     speak,
-    use_key,
 )
 from voice_session import (
     idle,
@@ -60,23 +58,10 @@ from vrt.client import (
 from vrt.protocol.messages import PCM16_24K
 from vrt.server import VrtServer
 
-
-@pytest.fixture
-def api_key(monkeypatch: pytest.MonkeyPatch) -> str:
-    return use_key(monkeypatch)
-
-
-@pytest.fixture
-async def standin() -> AsyncIterator[GeminiStandIn]:
-    async with GeminiStandIn(api_key=API_KEY, models=(MODEL,)) as running:
-        yield running
-
-
-@pytest.fixture
-async def url(standin: GeminiStandIn, api_key: str) -> AsyncIterator[str]:
-    async with served(standin) as running:
-        yield running
-
+# The shared fixtures (gemini_session.py): pytest finds them here.
+api_key_fixture = gemini_session.api_key_fixture
+standin_fixture = gemini_session.standin_fixture
+url_fixture = gemini_session.url_fixture
 
 # --- setup ----------------------------------------------------------------------------
 

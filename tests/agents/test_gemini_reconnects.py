@@ -10,16 +10,28 @@ repeat one; without a usable handle the conversation is replayed (issue 30, poin
 
 from __future__ import annotations
 
+import asyncio
+import base64
 import json
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import Sequence
+from typing import ClassVar
 
+import gemini_session
 import pytest
 from gemini_live_standin import GO_AWAY_1008, GO_AWAY_1011, Call, GeminiStandIn, Reply
-from gemini_session import API_KEY, MODEL, ready, served, use_key
-from voice_session import idle, payloads, session, silence_frames, speech_frames
+from gemini_session import (
+    API_KEY,
+    MODEL,
+    ready,
+    serve_agent,
+    served,
+)
+from voice_session import idle, payloads, session, silence_frames, speech_frames, until
 
-from vrt.agents.gemini_log import ConversationLog
-from vrt.agents.history import AgentSaid, UserSaid
+from vrt.agents.gemini_live import GeminiConfig, GeminiLiveAgent
+from vrt.agents.history import AgentSaid, ConversationLog, UserSaid
+from vrt.agents.provider_socket import HELD_AUDIO
+from vrt.audio import frame_bytes
 from vrt.client import (
     AudioChunk,
     ErrorReceived,
@@ -32,22 +44,10 @@ from vrt.client import (
 )
 from vrt.protocol.messages import PCM16_24K
 
-
-@pytest.fixture
-def api_key(monkeypatch: pytest.MonkeyPatch) -> str:
-    return use_key(monkeypatch)
-
-
-@pytest.fixture
-async def standin() -> AsyncIterator[GeminiStandIn]:
-    async with GeminiStandIn(api_key=API_KEY, models=(MODEL,)) as running:
-        yield running
-
-
-@pytest.fixture
-async def url(standin: GeminiStandIn, api_key: str) -> AsyncIterator[str]:
-    async with served(standin) as running:
-        yield running
+# The shared fixtures (gemini_session.py): pytest finds them here.
+api_key_fixture = gemini_session.api_key_fixture
+standin_fixture = gemini_session.standin_fixture
+url_fixture = gemini_session.url_fixture
 
 
 def finals(events: Sequence[object]) -> list[str]:
@@ -117,16 +117,18 @@ async def test_go_away_during_an_answer_waits_for_its_end(url: str, standin: Gem
 
 @pytest.mark.parametrize(("code", "reason"), [(1008, GO_AWAY_1008), (1011, GO_AWAY_1011)])
 async def test_the_close_after_go_away_is_expected(api_key: str, code: int, reason: str) -> None:
-    """The client could not leave in time (an answer longer than timeLeft): the service
-    cuts it, 1008 (F1) or 1011 (F2). The answer is cut, which the client is told as a
-    recoverable error; the conversation resumes."""
-    async with GeminiStandIn(api_key=API_KEY, models=(MODEL,), go_away_close=code) as standin:
+    """The service cuts the connection after its goAway, 1008 (F1) or 1011 (F2), while
+    an answer runs (here before the adapter leaves: any close after a goAway is
+    expected). The answer is cut, which the client is told as a recoverable error; the
+    conversation resumes."""
+    async with GeminiStandIn(api_key=API_KEY, models=(MODEL,)) as standin:
         standin.replies.append(Reply(audio=payloads(200, 960, seed=12), interval=0.02))
         async with served(standin) as url, session(url) as s:
             await ready(standin)
             await s.client.send_text("a long story")
             speaking = await s.next(TurnChanged, lambda e: e.state == "speaking")
-            await standin.go_away(time_left=0.2)
+            await standin.go_away(time_left=60.0)
+            await standin.abort(code, reason)
             error = await s.next(ErrorReceived)
             assert error.recoverable
             cut = await s.find(InterruptedEpoch)
@@ -137,9 +139,85 @@ async def test_the_close_after_go_away_is_expected(api_key: str, code: int, reas
             final = await s.next(TranscriptReceived, lambda e: e.role == "agent" and e.final)
             assert final.text == "ok"
             assert not s.all(SessionFailed)
-        assert standin.closes[0][0] == code
-        assert standin.expired == 1
+        assert [c for c, _ in standin.closes] == [code]
         assert standin.messages("setup")[1]["sessionResumption"].get("handle")
+
+
+async def test_without_a_boundary_the_adapter_leaves_before_time_left_runs_out(
+    url: str, standin: GeminiStandIn
+) -> None:
+    """An answer longer than the goAway's timeLeft: the adapter does not wait for the
+    service's close (F1, F2) but leaves ``LEAVE_MARGIN`` before it (at half of a short
+    timeLeft), closing the socket first (F9); the answer is cut as by a dropped link
+    (one recoverable error) and the next session resumes with the latest handle."""
+    standin.replies.append(Reply(audio=payloads(400, 960, seed=13), interval=0.02))
+    async with session(url) as s:
+        await ready(standin)
+        await s.client.send_text("a very long story")
+        speaking = await s.next(TurnChanged, lambda e: e.state == "speaking")
+        # The adapter leaves after max(3 - 2, 3 / 2) = 1.5 s; the service cuts at 3 s.
+        await standin.go_away(time_left=3.0)
+        error = await s.next(ErrorReceived)
+        assert error.recoverable
+        cut = await s.find(InterruptedEpoch)
+        assert cut.epoch == speaking.epoch
+        await standin.wait_connections(2)
+        await ready(standin, 2)
+        await s.client.send_text("go on")
+        final = await s.next(TranscriptReceived, lambda e: e.role == "agent" and e.final)
+        assert final.text == "ok"
+        assert not s.all(SessionFailed)
+    assert standin.expired == 0  # the service never had to cut it
+    assert standin.closes == []
+    assert standin.resumed_while_open == 0
+    assert standin.messages("setup")[1]["sessionResumption"].get("handle")
+
+
+class _Recorded(GeminiLiveAgent):
+    """The adapter, each instance kept (to wait for what it holds)."""
+
+    made: ClassVar[list[GeminiLiveAgent]] = []
+
+    def __init__(self, config: GeminiConfig, api_key: str) -> None:
+        super().__init__(config, api_key)
+        self.made.append(self)
+
+
+async def test_audio_said_while_the_session_is_replaced_reaches_the_next_one(
+    api_key: str, standin: GeminiStandIn
+) -> None:
+    """The user speaks while a goAway's reconnect is under way (here the new session's
+    setup is slow): that audio, the newest ``HELD_AUDIO`` seconds of it, goes to the
+    new session once it is set up, in order, before anything else the client sent."""
+    _Recorded.made = []
+    server, url = await serve_agent(standin, _Recorded, {})
+    size = frame_bytes(PCM16_24K, 20)
+    # 3 s of quiet frames (samples of at most 149: no speech to the stand-in), each its own
+    frames = [n.to_bytes(2, "little") * (size // 2) for n in range(150)]
+    try:
+        async with session(url) as s:
+            await ready(standin)
+            await s.client.send_text("remember 42")
+            await s.next(TurnChanged, idle)
+            standin.setup_gate = asyncio.Event()
+            await standin.go_away(time_left=30.0)
+            await standin.wait_connections(2)
+            for frame in frames:
+                assert s.client.send_audio(frame)
+            (agent,) = _Recorded.made
+            await until(lambda: agent._held_audio.size == HELD_AUDIO * 2 * 24000, "audio held")
+            standin.setup_gate.set()
+            await ready(standin, 2)
+            await until(lambda: len(standin.messages("realtimeInput", connection=2)) == 100, "sent")
+            await s.drain(0.05)
+            assert not s.all(ErrorReceived)
+        sent = [
+            base64.b64decode(m["audio"]["data"])
+            for m in standin.messages("realtimeInput", connection=2)
+        ]
+        assert sent == frames[-100:]  # the newest 2 s, in order, once
+    finally:
+        await server.close()
 
 
 # --- aborts after setupComplete (F3, F4) ----------------------------------------------
@@ -253,15 +331,15 @@ async def test_without_a_usable_handle_the_conversation_is_replayed(
 
 def test_the_replayed_log_is_bounded() -> None:
     """A client that talks for hours (or floods texts) makes the agent keep at most
-    ``max_bytes`` of conversation, the newest."""
-    log = ConversationLog(max_bytes=64 * 1024)
+    ``max_chars`` of conversation, the newest."""
+    log = ConversationLog(max_chars=56 * 1024)
     for n in range(5000):
         log.add(UserSaid(text=f"{n:05d} " + "x" * 500))
         log.add(AgentSaid(turn_id=f"t_{n}", text="y" * 100, spoken=True))
-    assert log.size <= log.max_bytes
-    assert log.size > log.max_bytes * 0.95  # the bound is used, not undershot
+    assert log.chars <= log.max_chars
+    assert log.chars > log.max_chars * 0.95  # the bound is used, not undershot
     assert len(log) < 10000 * 0.02
-    newest = log.entries[-2]
+    newest = log.entries()[-2]
     assert isinstance(newest, UserSaid)
     assert newest.text.startswith("04999 ")
     assert log.dropped == 10000 - len(log)
@@ -395,5 +473,6 @@ async def test_a_context_sent_after_the_latest_handle_is_sent_again_on_resume(
         (resent,) = standin.messages("clientContent", connection=2)
         assert "b.txt" in json.dumps(resent)
         assert resent["turnComplete"] is False
-        assert standin.expired == 1  # no boundary with a fresh handle came in time
+        # No boundary with a fresh handle came: the adapter left before timeLeft ran out.
+        assert standin.expired == 0
         assert "b.txt" in json.dumps(standin.connections[1].history)

@@ -12,11 +12,16 @@ VrtServer with the adapter, a real VrtClient.
 from __future__ import annotations
 
 import json
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import Sequence
 
-import pytest
+import gemini_session
 from gemini_live_standin import GeminiStandIn, Reply
-from gemini_session import API_KEY, MODEL, ready, served, use_key
+from gemini_session import (
+    API_KEY,
+    MODEL,
+    ready,
+    served,
+)
 from voice_session import idle, payloads, session, silence_frames, speech_frames
 
 from vrt.client import (
@@ -29,24 +34,12 @@ from vrt.client import (
 )
 from vrt.protocol.messages import PCM16_24K
 
+# The shared fixtures (gemini_session.py): pytest finds them here.
+api_key_fixture = gemini_session.api_key_fixture
+standin_fixture = gemini_session.standin_fixture
+url_fixture = gemini_session.url_fixture
+
 GEMINI_3 = "gemini-3.1-flash-live-preview"
-
-
-@pytest.fixture
-def api_key(monkeypatch: pytest.MonkeyPatch) -> str:
-    return use_key(monkeypatch)
-
-
-@pytest.fixture
-async def standin() -> AsyncIterator[GeminiStandIn]:
-    async with GeminiStandIn(api_key=API_KEY, models=(MODEL,)) as running:
-        yield running
-
-
-@pytest.fixture
-async def url(standin: GeminiStandIn, api_key: str) -> AsyncIterator[str]:
-    async with served(standin) as running:
-        yield running
 
 
 def agent_final(event: TranscriptReceived) -> bool:

@@ -6,30 +6,27 @@ turns a client message that fails into the service's close 1007."""
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
 from typing import Any
 
+import gemini_session
 import pytest
 from gemini_live_standin import GeminiStandIn
-from gemini_session import API_KEY, MODEL, ready, serve_agent, served, use_key
+from gemini_session import (
+    ready,
+    serve_agent,
+    served,
+)
 from gemini_wire import WireError, check_client, check_server
 from voice_session import idle, session
 
 from vrt.agents.gemini_live import GeminiLiveAgent
 from vrt.client import SessionFailed, TurnChanged
 
+# The shared fixtures (gemini_session.py): pytest finds them here.
+api_key_fixture = gemini_session.api_key_fixture
+standin_fixture = gemini_session.standin_fixture
+
 AUDIO = "AAECAwQ+/w=="  # standard base64, with the characters URL-safe base64 changes
-
-
-@pytest.fixture
-def api_key(monkeypatch: pytest.MonkeyPatch) -> str:
-    return use_key(monkeypatch)
-
-
-@pytest.fixture
-async def standin() -> AsyncIterator[GeminiStandIn]:
-    async with GeminiStandIn(api_key=API_KEY, models=(MODEL,)) as running:
-        yield running
 
 
 VALID_CLIENT: list[dict[str, Any]] = [

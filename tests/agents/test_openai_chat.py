@@ -532,6 +532,34 @@ def test_setup_rejects_bad_options(options: dict[str, str], match: str) -> None:
     assert "\n" not in str(raised.value)
 
 
+@pytest.mark.parametrize(
+    ("options", "says"),
+    [
+        ({}, "--agent-option brain.model=NAME"),
+        ({"brain.model": "m", "brain.base_url": "ftp://x"}, "openai-chat brain.base_url must"),
+        ({"brain.model": "m", "brain.timeout": "soon"}, "openai-chat brain.timeout must"),
+        ({"brain.model": "m", "brain.colour": "blue"}, "no option brain.colour (it takes brain."),
+        ({"brain.model": "m"}, "(or --agent-option brain.base_url=... for a local server)"),
+    ],
+)
+def test_as_the_voice_agents_brain_its_options_are_named_with_their_prefix(
+    options: dict[str, str], says: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``vrt serve --agent voice --agent-option brain=openai-chat``: the user types the
+    brain's options as ``brain.model=...``, so that is what the messages name."""
+    pytest.importorskip("vrt.voice.options")
+    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+    monkeypatch.delenv("OPENAI_BASE_URL", raising=False)
+    monkeypatch.delenv("VRT_OPENAI_CHAT_MODEL", raising=False)
+    with pytest.raises(AgentSetupError) as raised:
+        load_agent("voice", {"brain": "openai-chat", **options})
+    assert says in str(raised.value)
+    # The same agent on its own keeps its plain option names.
+    with pytest.raises(AgentSetupError) as alone:
+        load_agent("openai-chat", {k.removeprefix("brain."): v for k, v in options.items()})
+    assert "brain." not in str(alone.value)
+
+
 def test_setup_without_httpx_says_what_to_install(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setitem(sys.modules, "httpx", None)  # import httpx raises ImportError
     with pytest.raises(AgentSetupError, match=r"pip install 'vrt\[openai\]'"):

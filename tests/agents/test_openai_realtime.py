@@ -26,6 +26,7 @@ from voice_session import (
     session,
     silence_frames,
     speech_frames,
+    until,
 )
 
 from vrt.agents import AgentSetupError, load_agent
@@ -36,6 +37,7 @@ from vrt.agents.openai_realtime import (
     config_from,
     setup,
 )
+from vrt.agents.provider_socket import HELD_AUDIO, HeldAudio
 from vrt.audio import frame_bytes
 from vrt.client import (
     AudioChunk,
@@ -614,31 +616,55 @@ async def test_a_provider_disconnect_mid_turn_is_reported_and_the_session_goes_o
     assert len(standin.handshakes) == 2
 
 
-async def test_while_the_model_is_unreachable_text_waits_and_audio_is_dropped(
+async def test_while_the_model_is_unreachable_text_waits_and_the_last_seconds_of_audio_too(
     api_key: str, standin: StandIn
 ) -> None:
+    """Audio said while no provider session takes it is held, the newest
+    ``HELD_AUDIO`` seconds of it, and sent to the next session before the text that
+    waited (LiveKit's OpenAI plugin queues it the same way, unbounded)."""
     config = replace(config_from({"base_url": standin.url}, {}), reconnect_initial=0.02)
-    server = VrtServer(lambda info: OpenAIRealtimeAgent(config, API_KEY))
+    agents: list[OpenAIRealtimeAgent] = []
+
+    def make(info: object) -> OpenAIRealtimeAgent:
+        agent = OpenAIRealtimeAgent(config, API_KEY)
+        agent._held_audio = HeldAudio(clock=lambda: 0.0)  # no frame ages in this test
+        agents.append(agent)
+        return agent
+
+    server = VrtServer(make)
     served = await server.start("127.0.0.1", 0)
+    size = frame_bytes(PCM16_24K, 20)
+    # 5 s, each frame its own, quiet (samples of at most 249: no speech to the stand-in)
+    frames = [n.to_bytes(2, "little") * (size // 2) for n in range(250)]
     try:
         async with session(served) as s:
             await standin.wait_for("session.update")
-            standin.refuse = 3
+            standin.refuse = 1_000_000
             standin.drop()  # at a quiet moment: nothing to say until it cannot reconnect
             retrying = await s.next(ErrorReceived, lambda e: "cannot reach" in e.message)
             assert "HTTP 503" in retrying.message
             assert retrying.recoverable
-            for frame in speech_frames(PCM16_24K):
-                s.client.send_audio(frame)  # stale by the time the model is back: dropped
+            for frame in frames:
+                s.client.send_audio(frame)
             await s.client.send_text("anyone there?")  # kept, answered once it is back
+            (agent,) = agents
+            await until(lambda: len(agent._pending) == 1, "the text waits")
+            assert agent._held_audio.size == HELD_AUDIO * 2 * 24000  # the bound, used
+            standin.refuse = 0
             await s.next(AudioChunk)
             await s.next(TurnChanged, idle)
             await s.drain(0.05)
             assert len(s.all(ErrorReceived)) == 1  # one for the outage
         assert len(standin.connections) == 2
-        assert not standin.events("input_audio_buffer.append", connection=2)
+        sent = [
+            base64.b64decode(e["audio"])
+            for e in standin.events("input_audio_buffer.append", connection=2)
+        ]
+        assert sent == frames[-100:]  # the newest 2 s, in order, once
         (text,) = standin.events("conversation.item.create", connection=2)
         assert text["item"]["content"][0]["text"] == "anyone there?"
+        kinds = [e["type"] for e in standin.events(connection=2)]
+        assert kinds.index("input_audio_buffer.append") < kinds.index("conversation.item.create")
     finally:
         await server.close()
 

@@ -21,11 +21,22 @@ __all__ = [
     "silence_frames",
     "speech_frames",
     "summary",
+    "until",
 ]
 
 WAIT = 5.0
 
 E = TypeVar("E")
+
+
+async def until(done: Callable[[], bool], what: str) -> None:
+    """Until ``done()``, or fail saying ``what`` did not happen within ``WAIT``."""
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + WAIT
+    while not done():
+        if loop.time() > deadline:
+            raise AssertionError(f"not within {WAIT:g} s: {what}")
+        await asyncio.sleep(0.002)
 
 
 class Session:

@@ -14,6 +14,7 @@ from collections.abc import Callable
 from typing import Final
 
 from .base import (
+    OPTION_PREFIX,
     Agent,
     AgentFactory,
     AgentInput,
@@ -87,9 +88,13 @@ DEFAULT_AGENT: Final = "voice"
 FALLBACK_AGENT: Final = "scripted"
 
 
-def load_agent(name: str, options: dict[str, str] | None = None) -> AgentFactory:
+def load_agent(
+    name: str, options: dict[str, str] | None = None, *, option_prefix: str = ""
+) -> AgentFactory:
     """The factory registered as ``name``, set up with ``options``. Raises KeyError
-    with the known names, or AgentSetupError saying what to configure."""
+    with the known names, or AgentSetupError saying what to configure, naming each
+    option as the user typed it: with ``option_prefix`` (``brain.``, the voice agent's
+    brain) before its name (``base.option_name``)."""
     try:
         target = AGENTS[name]
     except KeyError:
@@ -100,7 +105,11 @@ def load_agent(name: str, options: dict[str, str] | None = None) -> AgentFactory
     setup: Callable[[dict[str, str]], AgentFactory] = getattr(
         importlib.import_module(module), attribute
     )
-    return setup(dict(options or {}))
+    token = OPTION_PREFIX.set(option_prefix)
+    try:
+        return setup(dict(options or {}))
+    finally:
+        OPTION_PREFIX.reset(token)
 
 
 def load_default_agent(options: dict[str, str] | None = None) -> tuple[str, AgentFactory, str]:

@@ -16,6 +16,7 @@ import asyncio
 import logging
 from collections import deque
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterable
+from contextvars import ContextVar
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Final, Protocol, Self, TypeAlias, runtime_checkable
 
@@ -51,6 +52,7 @@ __all__ = [
     "ToolSettled",
     "Turn",
     "UserTextReceived",
+    "option_name",
 ]
 
 
@@ -66,6 +68,17 @@ MAX_QUEUED_AUDIO: Final = 500
 class AgentSetupError(Exception):
     """An agent cannot be set up (a missing API key, a bad option). Its message is one
     line telling the user what to set; ``vrt serve`` prints it and exits."""
+
+
+#: What the user types before an agent's option names while its ``setup`` runs:
+#: ``brain.`` for the brain of the voice agent (``load_agent(option_prefix=...)``).
+OPTION_PREFIX: ContextVar[str] = ContextVar("vrt_option_prefix", default="")
+
+
+def option_name(name: str) -> str:
+    """Option ``name`` as the user types it on the command line (``brain.model`` for a
+    brain's ``model``): for a setup error that tells the user what to set."""
+    return OPTION_PREFIX.get() + name
 
 
 @dataclass(frozen=True, slots=True)
@@ -337,6 +350,14 @@ class AgentSession:
         self._session.agent_error(message, recoverable=recoverable)
         self._flush()
 
+    def _provider_members(self, turn_id: str | None, call_id: str | None, members: Any) -> None:
+        # The session's observer (a shared store's journal) keeps them; without one
+        # nothing outlives this process, so there is nothing to keep.
+        observer = getattr(self._session, "observer", None)
+        keep = getattr(observer, "provider_members", None)
+        if callable(keep):
+            keep(turn_id, call_id, members)
+
     def close(self, message: str) -> None:
         """End the session for good: ``AGENT_ERROR`` (not recoverable), then close 1000
         (§5.6). The agent's ``run`` is cancelled."""
@@ -412,6 +433,13 @@ class Turn:
             return _not_called(name, self.id, provider_id)
         return await handle.issue(arguments)
 
+    def provider_members(self, members: Any) -> None:
+        """What the model's provider attached to the agent's message of this turn
+        whose text was just sent (e.g. DeepSeek's ``reasoning_content``): kept with
+        that text in a shared store's conversation log, so that ``restore`` gives it
+        back to an agent rebuilt on another process. Opaque to the server."""
+        self.session._provider_members(self.id, None, members)
+
     def end(self) -> bool:
         """The turn is done (``turn.state idle``)."""
         ended = self.session._session.end_turn(self.id)
@@ -465,6 +493,12 @@ class ToolCallHandle:
                 ToolSettled(call_id=self.call_id, provider_id=None, name="", turn_id="", ok=True)
             )
         return future
+
+    def provider_members(self, members: Any) -> None:
+        """What the model's provider attached to this call (e.g. Gemini 3's thought
+        signature), given before :meth:`issue`: kept with the call in a shared store's
+        conversation log (as :meth:`Turn.provider_members`)."""
+        self.session._provider_members(None, self.call_id, members)
 
     def progress(self, progress: Any) -> bool:
         """Progress of a running server tool (only visible with tool-stream-v1)."""

@@ -10,7 +10,7 @@ from typing import Final
 
 from ..protocol.messages import PCM16_24K, Format
 from .base import AgentSetupError
-from .provider_socket import LinkSettings, check_ws_url, option_reader
+from .provider_socket import LinkSettings, model_voice_url, option_reader
 
 __all__ = [
     "DEFAULT_BASE_URL",
@@ -78,12 +78,9 @@ def config_from(options: Mapping[str, str], environ: Mapping[str, str]) -> Gemin
     """The configuration from ``--agent-option`` values, then ``VRT_GEMINI_*``
     environment variables, then the defaults. Raises AgentSetupError (one line)."""
     get = option_reader(options, environ, _SETTINGS, "GEMINI_API_KEY (or GOOGLE_API_KEY)")
-    model = get("model", DEFAULT_MODEL)
-    voice = get("voice", DEFAULT_VOICE)
-    if not model or not voice:
-        raise AgentSetupError("model and voice must not be empty")
-    base_url = get("base_url", DEFAULT_BASE_URL)
-    check_ws_url(base_url, "GEMINI_API_KEY")
+    model, voice, base_url = model_voice_url(
+        get, (DEFAULT_MODEL, DEFAULT_VOICE, DEFAULT_BASE_URL), "GEMINI_API_KEY"
+    )
     transcripts = get("transcripts", "on").lower()
     if transcripts not in ("on", "off"):
         raise AgentSetupError(f"transcripts must be on or off, not {transcripts!r}")

@@ -66,6 +66,10 @@ class Link(ProviderSocket):
         self.asked: Turn | None = None
         #: A goAway came: leave at the next turn boundary (``_quiet``).
         self.going_away = False
+        #: Leaves the session before a goAway's timeLeft runs out (``_leave_by``).
+        self.leave_timer: asyncio.TimerHandle | None = None
+        #: The close of a link left that way.
+        self.leaving: asyncio.Task[None] | None = None
         #: The latest handle has everything sent and said so far.
         self.handle_fresh = False
         #: The context's size (``promptTokenCount``) at the last turn: a drop means the
@@ -73,6 +77,7 @@ class Link(ProviderSocket):
         self.prompt_tokens = 0
 
     async def close(self) -> None:
-        if self.setup_timer is not None:
-            self.setup_timer.cancel()
+        for timer in (self.setup_timer, self.leave_timer):
+            if timer is not None:
+                timer.cancel()
         await super().close()

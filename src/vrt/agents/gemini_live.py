@@ -52,11 +52,13 @@ What maps to what (the agent seam of ``docs/agents.md``; no special case in the 
   aborts established sessions with 1008, F3, F4). A ``goAway`` is answered at the next
   turn boundary within its ``timeLeft``: the socket is closed first (the service
   refuses a resume while it is open, F9), then a new one resumes with the latest
-  handle; any close after a ``goAway`` is expected (1008, 1011: F1, F2). A dropped or
+  handle; any close after a ``goAway`` is expected (1008, 1011: F1, F2). Without a
+  boundary the adapter leaves ``LEAVE_MARGIN`` (2 s) before ``timeLeft`` runs out, the
+  turn still running cut as by a dropped connection. A dropped or
   failed connection reconnects the same way, bounded as in the Realtime adapter
   (``max_failed_links``, ``give_up_after``), with one recoverable ``AGENT_ERROR`` when
   a turn was cut. Without a usable handle the new provider session is given the
-  conversation so far (``gemini_log.py``, ``replay.gemini_turns``).
+  conversation so far (``history.ConversationLog``, ``replay.gemini_turns``).
 * ``usageMetadata`` is summed in ``agent.usage`` and logged at DEBUG.
 
 The API key comes only from ``GOOGLE_API_KEY`` or ``GEMINI_API_KEY`` (in that order,
@@ -105,8 +107,7 @@ from .gemini_config import (
     config_from,
 )
 from .gemini_link import Generation, Link, PendingCall, Speech
-from .gemini_log import ConversationLog
-from .history import AgentSaid, HistoryEntry, ToolCalled, ToolResulted, UserSaid
+from .history import AgentSaid, ConversationLog, HistoryEntry, ToolCalled, UserSaid, settled
 from .provider_socket import ProviderAgent, keyed_factory, register_secret
 from .replay import gemini_turns
 from .usage import TokenUsage, count
@@ -133,6 +134,10 @@ _WIRE_LOG: Final = logging.getLogger(f"{__name__}.wire")
 _REFUSED: Final = (1007, 1008)
 #: ``turnCompleteReason`` values that are no failure (GENAI TurnCompleteReason).
 _NORMAL_END: Final = frozenset({"TURN_COMPLETE_REASON_UNSPECIFIED", "NEED_MORE_INPUT"})
+#: How long before a goAway's ``timeLeft`` runs out the adapter leaves the service's
+#: session when no turn boundary came (the service cuts it at ``timeLeft``: F1, F2).
+LEAVE_MARGIN: Final = 2.0
+_DURATION: Final = re.compile(r"^\s*(\d+(?:\.\d*)?)s\s*$")
 _AUDIO_MIME: Final = re.compile(r"^audio/pcm(?:;\s*rate=(\d+))?", re.IGNORECASE)
 _INTERRUPTED_NOTE: Final = (
     "The user interrupted before this result arrived; the tool may or may not have "
@@ -199,7 +204,7 @@ class GeminiLiveAgent(ProviderAgent[Link]):
         """The conversation so far (a session moved to this process): sent as text
         turns that ask for no answer once the first provider session is set up, before
         the context (``replay.gemini_turns``; the Live API takes no other history)."""
-        self._conversation.extend(history)
+        self._conversation = ConversationLog(history)
 
     def _prepare(self, session: AgentSession) -> None:
         self._context = session.context
@@ -370,13 +375,34 @@ class GeminiLiveAgent(ProviderAgent[Link]):
             # F9 reconnect on goAway), and whatever close comes is no failure.
             link.expected = True
             link.going_away = True
-            log.info("the model service will disconnect (timeLeft %s)", go_away.get("timeLeft"))
+            time_left = go_away.get("timeLeft")
+            log.info("the model service will disconnect (timeLeft %s)", time_left)
+            self._leave_by(link, _seconds(time_left))
         elif isinstance(update := message.get("sessionResumptionUpdate"), dict):
             handle = update.get("newHandle")
             if update.get("resumable") and isinstance(handle, str) and handle:
                 self._resume = handle
                 link.handle_fresh = True
                 self._context_after_handle = False
+
+    def _leave_by(self, link: Link, time_left: float | None) -> None:
+        """Leave before the service cuts the connection (F1, F2), even without a turn
+        boundary: ``LEAVE_MARGIN`` before ``timeLeft`` runs out (at half of a shorter
+        one). A turn still running then is cut as by a dropped link; the next provider
+        session resumes with the latest handle (or replays the conversation)."""
+        if time_left is None or link.leave_timer is not None:
+            return
+        delay = max(time_left - LEAVE_MARGIN, time_left / 2)
+        link.leave_timer = asyncio.get_running_loop().call_later(delay, self._leave_now, link)
+
+    def _leave_now(self, link: Link) -> None:
+        if link.leaving is not None or link.fatal is not None:
+            return
+        log.warning("no turn boundary came within the model's goAway; leaving its session now")
+        self._link = None  # the client's events wait for the next session (audio held)
+        # The socket is closed (not just dropped) before the next one resumes: the
+        # service refuses a resume while it is open (F9). The reader then ends.
+        link.leaving = asyncio.get_running_loop().create_task(link.close())
 
     def _on_setup_complete(self, link: Link) -> None:
         link.ready = True
@@ -387,7 +413,7 @@ class GeminiLiveAgent(ProviderAgent[Link]):
             # A new conversation: it gets the conversation so far (restored, or of
             # the provider sessions before), which asks for no answer, then the context.
             self._context_sent = False
-            turns = gemini_turns(self._conversation.entries)
+            turns = gemini_turns(self._conversation.entries())
             if turns:
                 link.send({"clientContent": {"turns": turns, "turnComplete": False}})
         if self._context is not None and (not self._context_sent or self._context_after_handle):
@@ -728,15 +754,7 @@ class GeminiLiveAgent(ProviderAgent[Link]):
                 link.drop = True  # the Live API has no cancel: the rest is dropped here
                 link.generation = None
         elif isinstance(event, ToolSettled):
-            self._conversation.add(
-                ToolResulted(
-                    call_id=event.call_id,
-                    ok=event.ok,
-                    output=event.output,
-                    code=event.code,
-                    message=event.message,
-                )
-            )
+            self._conversation.add(settled(event))
             self._on_tool_settled(link, event)
         elif isinstance(event, ContextChanged):
             self._context = event.context
@@ -744,6 +762,12 @@ class GeminiLiveAgent(ProviderAgent[Link]):
             self._send_context(link)
         # PlaybackReported: the Live API has no truncate message; the service assumes
         # real-time playback and cuts its context itself when it is interrupted.
+
+
+def _seconds(duration: Any) -> float | None:
+    """A protobuf ``Duration`` in its JSON form (``"50s"``, ``"1.5s"``), in seconds."""
+    match = _DURATION.match(duration) if isinstance(duration, str) else None
+    return float(match.group(1)) if match is not None else None
 
 
 def _error(code: str, message: str) -> dict[str, Any]:

@@ -28,6 +28,8 @@ from typing import Any, Final, TypeAlias
 
 import msgspec
 
+from ..protocol.server import ToolSettled
+
 __all__ = [
     "MAX_LOG_CHARS",
     "AgentSaid",
@@ -40,6 +42,7 @@ __all__ = [
     "TurnInterrupted",
     "UserSaid",
     "coalesce",
+    "settled",
 ]
 
 
@@ -59,6 +62,11 @@ class AgentSaid(msgspec.Struct, frozen=True, kw_only=True, tag="agent"):
     turn_id: str | None
     text: str
     spoken: bool = False
+    #: What the agent's model provider attached to the message (e.g. DeepSeek's
+    #: ``reasoning_content``), for the agent to send back after a move; opaque to all
+    #: else. Optional: a log written without it reads the same, and an older reader
+    #: skips it.
+    provider: Any = None
 
 
 class ToolCalled(msgspec.Struct, frozen=True, kw_only=True, tag="tool.call"):
@@ -70,6 +78,9 @@ class ToolCalled(msgspec.Struct, frozen=True, kw_only=True, tag="tool.call"):
     turn_id: str
     #: The model's own id for the call, when the agent gave one.
     provider_id: str | None = None
+    #: What the agent's model provider attached to the call (e.g. Gemini 3's thought
+    #: signature): opaque, as :attr:`AgentSaid.provider`.
+    provider: Any = None
 
 
 class ToolResulted(msgspec.Struct, frozen=True, kw_only=True, tag="tool.result"):
@@ -97,6 +108,17 @@ class TurnInterrupted(msgspec.Struct, frozen=True, kw_only=True, tag="interrupte
     epoch: int
 
 
+def settled(event: ToolSettled) -> ToolResulted:
+    """The entry of a client tool call's result as the agent seam delivers it."""
+    return ToolResulted(
+        call_id=event.call_id,
+        ok=event.ok,
+        output=event.output,
+        code=event.code,
+        message=event.message,
+    )
+
+
 HistoryEntry: TypeAlias = (
     UserSaid | AgentSaid | ToolCalled | ToolResulted | PlaybackStopped | TurnInterrupted
 )
@@ -115,7 +137,10 @@ def coalesce(entries: Iterable[HistoryEntry]) -> list[HistoryEntry]:
             and last.spoken == entry.spoken
         ):
             out[-1] = AgentSaid(
-                turn_id=entry.turn_id, text=last.text + entry.text, spoken=entry.spoken
+                turn_id=entry.turn_id,
+                text=last.text + entry.text,
+                spoken=entry.spoken,
+                provider=last.provider if entry.provider is None else entry.provider,
             )
         else:
             out.append(entry)
@@ -169,6 +194,8 @@ class ConversationLog:
         self.max_chars = max_chars
         self._slots: deque[LogSlot] = deque()
         self._chars = 0
+        #: Slots dropped (oldest first) to stay within the bound.
+        self.dropped = 0
         for entry in entries:
             self.add(entry)
 
@@ -182,6 +209,10 @@ class ConversationLog:
     def entries(self) -> list[HistoryEntry]:
         return [slot.entry for slot in self._slots if slot.entry is not None]
 
+    def __len__(self) -> int:
+        """The slots kept (an empty one included)."""
+        return len(self._slots)
+
     @property
     def chars(self) -> int:
         return self._chars
@@ -191,6 +222,7 @@ class ConversationLog:
         while self._chars > self.max_chars and len(self._slots) > 1:
             oldest = self._slots.popleft()
             self._chars -= _size(oldest.entry)
+            self.dropped += 1
             oldest._entry = None  # a late write to it changes nothing here
             oldest._log = _DETACHED
 

@@ -103,6 +103,7 @@ from .base import (
     ToolSettled,
     Turn,
     UserTextReceived,
+    option_name,
 )
 from .function_names import OPENAI, FunctionNames
 from .history import HistoryEntry
@@ -543,6 +544,10 @@ class OpenAIChatAgent:
                 if not turn.active:
                     reply.finish(interrupted=True)
                     return
+                if reply.step.extra and reply.step.text:
+                    # Kept with the text in a shared store's log, for restore (the
+                    # provider wants them back, e.g. DeepSeek's reasoning_content).
+                    turn.provider_members(_copy(reply.step.extra))
                 cut = _CUT_SHORT.get(reply.finish_reason or "")
                 if cut is not None:
                     self._cut_short(reply, cut)
@@ -773,7 +778,11 @@ class OpenAIChatAgent:
 
     async def _run_calls(self, reply: _Reply) -> None:
         """Issue the completion's calls in order and wait for their results."""
-        for call in reply.step.calls:
+        step = reply.step
+        # The message's own members go with its text, or without text with its first
+        # call (``replay.chat_messages`` puts them back on the message).
+        message_members = _copy(step.extra) if step.extra and not step.text else None
+        for call in step.calls:
             if not call.function:
                 continue  # never named: nothing to call, nothing to tell the model
             arguments = call.parsed()
@@ -786,6 +795,18 @@ class OpenAIChatAgent:
             elif call.handle is None:
                 call.error = ("FAILED", "the call could not be made")
             else:
+                members = {
+                    key: _copy(value)
+                    for key, value in (
+                        ("message", message_members),
+                        ("call", call.extra),
+                        ("function", call.function_extra),
+                    )
+                    if value
+                }
+                if members:
+                    call.handle.provider_members(members)
+                    message_members = None
                 call.future = call.handle.issue(arguments)
                 call.issued = not call.future.done()
         for call in reply.step.calls:
@@ -918,16 +939,19 @@ def _copy(value: Any) -> Any:
 
 
 def _config(options: dict[str, str]) -> ChatConfig:
+    # Each option named as the user types it (``brain.model`` for the voice agent's
+    # brain): the message says what to set.
     unknown = sorted(set(options) - set(_OPTIONS))
     if unknown:
         raise AgentSetupError(
-            f"the openai-chat agent has no option {', '.join(unknown)} "
-            f"(it takes {', '.join(_OPTIONS)}; the key comes from OPENAI_API_KEY)"
+            f"the openai-chat agent has no option {', '.join(map(option_name, unknown))} "
+            f"(it takes {', '.join(map(option_name, _OPTIONS))}; "
+            "the key comes from OPENAI_API_KEY)"
         )
     model = options.get("model") or os.environ.get("VRT_OPENAI_CHAT_MODEL", "")
     if not model.strip():
         raise AgentSetupError(
-            "the openai-chat agent needs a model: --agent-option model=NAME "
+            f"the openai-chat agent needs a model: --agent-option {option_name('model')}=NAME "
             "or VRT_OPENAI_CHAT_MODEL"
         )
     base_url = (
@@ -936,7 +960,7 @@ def _config(options: dict[str, str]) -> ChatConfig:
     parts = urlsplit(base_url)
     if parts.scheme not in ("http", "https") or not parts.hostname:
         raise AgentSetupError(
-            "openai-chat base_url must be an http:// or https:// URL, "
+            f"openai-chat {option_name('base_url')} must be an http:// or https:// URL, "
             "e.g. http://localhost:11434/v1"
         )
     try:
@@ -944,12 +968,14 @@ def _config(options: dict[str, str]) -> ChatConfig:
     except ValueError:
         timeout = 0.0
     if not 0 < timeout < float("inf"):
-        raise AgentSetupError("openai-chat timeout must be a positive number of seconds")
+        raise AgentSetupError(
+            f"openai-chat {option_name('timeout')} must be a positive number of seconds"
+        )
     api_key = os.environ.get("OPENAI_API_KEY", "").strip() or None
     if api_key is None and parts.hostname == "api.openai.com":
         raise AgentSetupError(
             "the openai-chat agent needs OPENAI_API_KEY for api.openai.com "
-            "(or --agent-option base_url=... for a local server)"
+            f"(or --agent-option {option_name('base_url')}=... for a local server)"
         )
     if api_key is not None and parts.scheme == "http" and not loopback(parts.hostname):
         log.warning("openai-chat sends OPENAI_API_KEY to %s without TLS", parts.hostname)

@@ -125,15 +125,15 @@ from .history import (
     HistoryEntry,
     LogSlot,
     ToolCalled,
-    ToolResulted,
     UserSaid,
+    settled,
 )
 from .provider_socket import (
     LinkSettings,
     ProviderAgent,
     ProviderSocket,
-    check_ws_url,
     keyed_factory,
+    model_voice_url,
     option_reader,
     register_secret,
     shown,
@@ -232,12 +232,9 @@ def config_from(options: Mapping[str, str], environ: Mapping[str, str]) -> Realt
     """The configuration from ``--agent-option`` values, then ``VRT_OPENAI_*``
     environment variables, then the defaults. Raises AgentSetupError (one line)."""
     get = option_reader(options, environ, _SETTINGS, "OPENAI_API_KEY")
-    model = get("model", DEFAULT_MODEL)
-    voice = get("voice", DEFAULT_VOICE)
-    if not model or not voice:
-        raise AgentSetupError("model and voice must not be empty")
-    base_url = get("base_url", DEFAULT_BASE_URL)
-    check_ws_url(base_url, "OPENAI_API_KEY")
+    model, voice, base_url = model_voice_url(
+        get, (DEFAULT_MODEL, DEFAULT_VOICE, DEFAULT_BASE_URL), "OPENAI_API_KEY"
+    )
     transcription = get("transcription_model", DEFAULT_TRANSCRIPTION_MODEL)
     turn_detection = get("turn_detection", "server_vad")
     if turn_detection not in TURN_DETECTIONS:
@@ -689,6 +686,7 @@ class OpenAIRealtimeAgent(ProviderAgent[_Link]):
             return
         log.info("model session %d recycled at a quiet moment", link.generation)
         link.expected = True
+        self._link = None  # the client's events wait for the next session (audio held)
         link.closing = asyncio.get_running_loop().create_task(
             link.ws.close(1000, "recycled before the session limit")
         )
@@ -1326,15 +1324,7 @@ class OpenAIRealtimeAgent(ProviderAgent[_Link]):
         elif isinstance(event, ResponseInterrupted):
             self._cancel_stale(link)
         elif isinstance(event, ToolSettled):
-            self._conversation.add(
-                ToolResulted(
-                    call_id=event.call_id,
-                    ok=event.ok,
-                    output=event.output,
-                    code=event.code,
-                    message=event.message,
-                )
-            )
+            self._conversation.add(settled(event))
             provider_id = self._carried.pop(event.call_id, None)
             if provider_id is None:
                 self._on_tool_settled(link, event)

@@ -16,6 +16,13 @@ session (:class:`ProviderAgent`).
   doubles up to ``reconnect_max``; after ``max_failed_links`` provider sessions in a
   row that end within 10 s of opening, or ``give_up_after`` seconds without reaching
   the provider, the vRT session ends.
+* **Audio said while no provider session takes it is held, briefly.** Input audio that
+  arrives while a provider session is being replaced (a reconnect, a ``goAway``, a
+  recycle) is kept, the newest ``HELD_AUDIO`` seconds of it that are at most that old,
+  and sent to the next provider session once it takes the client's events, as
+  LiveKit's OpenAI plugin does (its one event channel outlives the connection).
+  Older audio is dropped: speech replayed long after it was said would start a
+  conversation nobody is having.
 """
 
 from __future__ import annotations
@@ -26,6 +33,7 @@ import ipaddress
 import logging
 import random
 import re
+import time
 from abc import ABC, abstractmethod
 from collections import deque
 from collections.abc import Callable, Mapping
@@ -37,6 +45,7 @@ import orjson
 import websockets
 from websockets.asyncio.client import ClientConnection, connect
 
+from ..protocol.messages import Format
 from .base import (
     Agent,
     AgentFactory,
@@ -48,6 +57,8 @@ from .base import (
 )
 
 __all__ = [
+    "HELD_AUDIO",
+    "HeldAudio",
     "LinkSettings",
     "ProviderAgent",
     "ProviderSocket",
@@ -55,6 +66,7 @@ __all__ = [
     "check_ws_url",
     "keyed_factory",
     "loopback",
+    "model_voice_url",
     "option_reader",
     "redact",
     "register_secret",
@@ -66,6 +78,13 @@ STABLE_LINK: Final = 10.0
 _MAX_PROVIDER_MESSAGE: Final = 16 * 1024 * 1024
 #: Session events kept while the model is unreachable (texts, context, results).
 MAX_PENDING: Final = 256
+
+#: Input audio held while no provider session takes it (s): the newest this much of
+#: it, none older than this. A word said while a connection is replaced (a few hundred
+#: ms) reaches the model; a minute's outage does not come back as stale speech.
+HELD_AUDIO: Final = 2.0
+#: Bytes a second of audio in an encoding without a fixed rate (opus): generous.
+_COMPRESSED_RATE: Final = 16_000
 
 _SECRETS: set[str] = set()
 #: The most of a provider's message a client is shown (§9.2 messages are short).
@@ -164,6 +183,65 @@ def option_reader(
         return default if value is None else value.strip()
 
     return get
+
+
+def model_voice_url(
+    get: Callable[[str, str], str], defaults: tuple[str, str, str], key_variable: str
+) -> tuple[str, str, str]:
+    """The ``model``, ``voice`` and ``base_url`` settings every speech-to-speech adapter
+    has (read with :func:`option_reader`, ``defaults`` in that order), checked: no
+    empty model or voice, a URL :func:`check_ws_url` accepts."""
+    model, voice = get("model", defaults[0]), get("voice", defaults[1])
+    if not model or not voice:
+        raise AgentSetupError("model and voice must not be empty")
+    base_url = get("base_url", defaults[2])
+    check_ws_url(base_url, key_variable)
+    return model, voice, base_url
+
+
+def audio_bytes_per_second(fmt: Format) -> int:
+    if fmt.encoding == "pcm16":
+        return 2 * fmt.rate
+    if fmt.encoding == "pcmu":
+        return fmt.rate
+    return _COMPRESSED_RATE
+
+
+class HeldAudio:
+    """Input audio frames held while no provider session takes them: the newest
+    ``seconds`` of audio (by their size in ``fmt``), none older than ``seconds`` when
+    taken. What a client can make the server keep is bounded by the audio's size."""
+
+    def __init__(self, seconds: float = HELD_AUDIO, clock: Callable[[], float] = time.monotonic):
+        self.seconds = seconds
+        self._clock = clock
+        self._frames: deque[tuple[float, bytes]] = deque()
+        #: The bytes held now.
+        self.size = 0
+        #: Frames dropped, too many or too old.
+        self.dropped = 0
+
+    def hold(self, payload: bytes, fmt: Format) -> None:
+        limit = self.seconds * audio_bytes_per_second(fmt)
+        self._frames.append((self._clock(), payload))
+        self.size += len(payload)
+        while self.size > limit and self._frames:
+            self._drop()
+
+    def take(self) -> list[bytes]:
+        """The frames held, oldest first, but those older than ``seconds``; none after."""
+        oldest = self._clock() - self.seconds
+        while self._frames and self._frames[0][0] < oldest:
+            self._drop()
+        frames = [payload for _, payload in self._frames]
+        self._frames.clear()
+        self.size = 0
+        return frames
+
+    def _drop(self) -> None:
+        _, payload = self._frames.popleft()
+        self.size -= len(payload)
+        self.dropped += 1
 
 
 class ProviderSocket:
@@ -268,6 +346,8 @@ class ProviderAgent(ABC, Generic[L]):
         self._link: L | None = None
         #: Session events (audio aside) that arrived while no model was connected.
         self._pending: deque[AgentInput] = deque(maxlen=MAX_PENDING)
+        #: Input audio that arrived while no model was connected (its newest seconds).
+        self._held_audio = HeldAudio()
 
     @property
     def session(self) -> AgentSession:
@@ -291,8 +371,8 @@ class ProviderAgent(ABC, Generic[L]):
             if isinstance(event, AudioReceived):
                 if link is not None:
                     self._send_audio(link, event.payload)
-                # Without a model connection input audio is dropped: speech replayed
-                # seconds late would start a conversation nobody is having.
+                else:
+                    self._held_audio.hold(event.payload, self.session.input_format)
             elif link is None:
                 # Kept, in order, for the next provider session (_drain_pending).
                 if len(self._pending) == self._pending.maxlen:
@@ -302,7 +382,13 @@ class ProviderAgent(ABC, Generic[L]):
                 self._dispatch(link, event)
 
     def _drain_pending(self, link: L) -> None:
-        """What the client did while no model was connected, now that one is."""
+        """What the client did while no model was connected, now that one is: the
+        audio held (the newest seconds of it), then the other events in order."""
+        held = self._held_audio.take()
+        if held:
+            self._log.info("sending %d audio frames said while no model was connected", len(held))
+        for payload in held:
+            self._send_audio(link, payload)
         while self._pending:
             self._dispatch(link, self._pending.popleft())
 

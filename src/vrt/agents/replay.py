@@ -50,6 +50,8 @@ INTERRUPTED_RESULT: Final = {
 class Said:
     role: Literal["user", "agent"]
     text: str
+    #: What the provider attached to the agent's message (``AgentSaid.provider``).
+    provider: Any = None
 
 
 @dataclass(slots=True)
@@ -76,7 +78,8 @@ def conversation(history: Sequence[HistoryEntry], *, prefer_spoken: bool) -> lis
         chosen = (spoken or written) if prefer_spoken else (written or spoken)
         text = " ".join(part for part in chosen if part)
         if text:
-            out.append(Said("agent", text))
+            provider = next((e.provider for e in run if e.provider is not None), None)
+            out.append(Said("agent", text, provider))
         run.clear()
 
     for entry in coalesce(history):
@@ -112,6 +115,20 @@ def result_value(called: Called) -> Any:
     return {"error": {"code": result.code or "FAILED", "message": result.message or ""}}
 
 
+def _members(provider: Any) -> dict[str, Any]:
+    """The provider's members of a message or call as the chat agent kept them (an
+    object of members), none if the entry has none (or another agent's)."""
+    if not isinstance(provider, dict):
+        return {}
+    # The members the message or call has of its own are never replaced.
+    return {k: v for k, v in provider.items() if isinstance(k, str) and k not in _OWN}
+
+
+_OWN: Final = frozenset(
+    {"role", "content", "tool_calls", "id", "type", "function", "name", "arguments"}
+)
+
+
 def _json(value: Any) -> str:
     return json.dumps(value, separators=(",", ":"), ensure_ascii=False)
 
@@ -144,14 +161,17 @@ def chat_messages(history: Sequence[HistoryEntry], names: FunctionNames) -> list
         if isinstance(item, Said):
             flush()
             role = "user" if item.role == "user" else "assistant"
-            messages.append({"role": role, "content": item.text})
+            messages.append({"role": role, "content": item.text, **_members(item.provider)})
             continue
         # Tool messages are only added by flush(), so the last message is the
         # assistant's text (the calls join it) or a user's (the calls get their own).
         last = messages[-1] if messages else None
+        provider = item.call.provider if isinstance(item.call.provider, dict) else {}
         if last is None or last["role"] != "assistant":
             last = {"role": "assistant", "content": None}
             messages.append(last)
+        for name, value in _members(provider.get("message")).items():
+            last.setdefault(name, value)
         last.setdefault("tool_calls", []).append(
             {
                 "id": item.provider_id,
@@ -161,7 +181,9 @@ def chat_messages(history: Sequence[HistoryEntry], names: FunctionNames) -> list
                     "arguments": _json(item.call.arguments)
                     if isinstance(item.call.arguments, dict)
                     else "{}",
+                    **_members(provider.get("function")),
                 },
+                **_members(provider.get("call")),
             }
         )
         pending.append(item)

@@ -38,7 +38,7 @@ import random
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Final, Literal, Protocol
+from typing import Any, Final, Literal, Protocol
 
 import msgspec
 
@@ -79,6 +79,8 @@ WriteOutcome = Literal["ok", "fenced", "missing"]
 #: Retries of a store that cannot be reached: the first after this, then doubling.
 RETRY_FIRST: Final = 0.25
 RETRY_MOST: Final = 4.0
+#: Provider members given for calls not yet issued (a call that never is leaves its own).
+MAX_PENDING_MEMBERS: Final = 64
 #: Room left in ``max_log_bytes`` for the msgpack array header of a write's entries.
 _LOG_HEADER: Final = 8
 _ENCODE: Final = msgspec.msgpack.Encoder()
@@ -175,6 +177,7 @@ class SessionJournal:
     """The write-ahead journal of one session (see the module docstring)."""
 
     __slots__ = (
+        "_call_members",
         "_client_dirty",
         "_held",
         "_items",
@@ -189,6 +192,7 @@ class SessionJournal:
         "_task",
         "_text",
         "_text_chars",
+        "_text_members",
         "_text_turn",
         "_unsynced",
         "loop",
@@ -229,6 +233,9 @@ class SessionJournal:
         self._text: list[str] = []
         self._text_chars = 0
         self._text_turn: str | None = None
+        #: The provider's members of the text in progress, and of calls to be issued.
+        self._text_members: Any = None
+        self._call_members: dict[str, Any] = {}
         self._client_dirty = not synced
         self._state_dirty = not synced
         #: Outboxes waiting for the write in progress, in order.
@@ -275,6 +282,7 @@ class SessionJournal:
                     arguments=message.arguments,
                     turn_id=message.turn_id,
                     provider_id=call.provider_id if call is not None else None,
+                    provider=self._call_members.pop(message.call_id, None),
                 )
             )
         elif kind is TurnState:
@@ -312,6 +320,17 @@ class SessionJournal:
         elif kind is ContextChanged:
             self._client_dirty = True
 
+    def provider_members(self, turn_id: str | None, call_id: str | None, members: Any) -> None:
+        """What the agent's model provider attached to its message (the text of
+        ``turn_id`` not yet ended) or to a call about to be issued: kept, opaque, on
+        that entry (``AgentSaid.provider``, ``ToolCalled.provider``)."""
+        if call_id is not None:
+            self._call_members[call_id] = members
+            while len(self._call_members) > MAX_PENDING_MEMBERS:  # calls never issued
+                del self._call_members[next(iter(self._call_members))]
+        elif self._text and self._text_turn == turn_id:
+            self._text_members = members
+
     def _add(self, entry: HistoryEntry) -> None:
         if self._text:
             self._end_text()
@@ -338,7 +357,8 @@ class SessionJournal:
 
     def _end_text(self) -> None:
         text, self._text, self._text_chars = "".join(self._text), [], 0
-        self._append(AgentSaid(turn_id=self._text_turn, text=text))
+        members, self._text_members = self._text_members, None
+        self._append(AgentSaid(turn_id=self._text_turn, text=text, provider=members))
 
     def _put_back(self, entries: list[bytes]) -> None:
         """A write that did not reach the store: its entries go before the newer ones."""

@@ -224,7 +224,7 @@ def setup(options: dict[str, str]) -> AgentFactory:
     }
     config = _config(own)
     try:
-        brain_factory = load_agent(brain_name, brain_options)
+        brain_factory = load_agent(brain_name, brain_options, option_prefix="brain.")
     except KeyError as exc:
         raise AgentSetupError(f"brain: {exc.args[0]}") from None
     except AgentSetupError as exc:
