@@ -562,7 +562,7 @@ def test_as_the_voice_agents_brain_its_options_are_named_with_their_prefix(
 
 def test_setup_without_httpx_says_what_to_install(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setitem(sys.modules, "httpx", None)  # import httpx raises ImportError
-    with pytest.raises(AgentSetupError, match=r"pip install 'vrt\[openai\]'"):
+    with pytest.raises(AgentSetupError, match=r"pip install 'vrealtime\[openai\]'"):
         load_agent("openai-chat", {"model": "m"})
 
 
