@@ -355,6 +355,12 @@ async def _barge_in(
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m bench.voice", description=__doc__)
     parser.add_argument("--only", default="latency,rtf,sessions,barge-in")
+    parser.add_argument(
+        "--wer",
+        action="store_true",
+        help="the word error rate against standard decoding (bench/voice_wer.py)",
+    )
+    parser.add_argument("--wer-texts", type=int, default=None, help="the first N texts only")
     parser.add_argument("--smoke", action="store_true", help="a few utterances, seconds")
     parser.add_argument("--sessions", default="1,2,3,4", help="concurrent session counts")
     parser.add_argument("--seconds", type=float, default=30.0, help="per session count")
@@ -374,6 +380,16 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("--json", type=Path, default=ROOT / "bench" / "results" / "voice.json")
     args = parser.parse_args(argv)
+    if args.wer:
+        from . import voice_wer
+
+        texts = 4 if args.smoke else args.wer_texts
+        wer = voice_wer.run(texts) | {"machine": machine(), "load_before": os.getloadavg()}
+        print(json.dumps(wer["summary"], indent=1), flush=True)
+        args.json.parent.mkdir(parents=True, exist_ok=True)
+        args.json.write_text(json.dumps(wer, indent=1) + "\n")
+        print(f"written {args.json}")
+        return 0
     options = {"tts": args.tts} | dict(option.split("=", 1) for option in args.option)
     only = set(args.only.split(","))
     utterances = _corpus()

@@ -5,9 +5,18 @@ Whisper is not a streaming model, so streaming is built around it
 and the final decoded speculatively as soon as the user pauses. And:
 
 * **A short encoder window**: Whisper's encoder is trained on 30 s windows; an
-  utterance of up to 10 s is encoded as a 10 s window instead (3x less work, the same
-  word error rate on the test corpus, see ``docs/voice.md``), with the decoded length
-  bounded by the audio's duration (a short window otherwise invites repetition).
+  utterance of up to 10 s is encoded as a 10 s window instead (3x less work), with the
+  decoded length bounded by the audio's duration and no word triple repeated (a short
+  window otherwise invites repetition).
+* **Finals by beam search** (5 beams, as faster-whisper's standard decoding), partials
+  greedily: on the word error rate benchmark greedy finals lost a fifth more words
+  (``docs/voice.md``), and a partial is only a preview.
+* **Silence around the words**: 200 ms before them (speech from a clip's first sample
+  has no pre-roll to give) and 250 ms after.
+* **"No speech" is decided on the full window**: the short window's no-speech
+  probability runs high on clear speech (0.60 against 0.35 for the same words), so a
+  short-window verdict of "no speech" is checked on the 30 s window before the
+  utterance is dropped; otherwise clearly spoken words came back as nothing.
 
 Decodes run one at a time on a thread of their own shared by all sessions (a model
 run uses ``threads`` cores); sessions queue for it.
@@ -21,7 +30,7 @@ import math
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-from typing import Final
+from typing import Any, Final
 
 import numpy as np
 
@@ -39,10 +48,16 @@ _FULL_FRAMES: Final = 3000  # Whisper's 30 s window
 #: The longest audio one decode takes (longer utterances are cut by the voice agent).
 MAX_SECONDS: Final = 30.0
 _TAIL: Final = np.zeros(SAMPLE_RATE // 4, np.float32)  # 250 ms of silence ends the words
+#: 200 ms of silence before the words: speech from the first sample of a clip (a WAV
+#: sent whole, no pre-roll to give) is misheard more often without it (docs/voice.md).
+_HEAD: Final = np.zeros(SAMPLE_RATE // 5, np.float32)
 #: Whisper's own rule for "no speech" (noise, a breath): a no-speech probability above
-#: 0.6 and an average token log-probability under -1 (faster-whisper's defaults).
+#: 0.6 and an average token log-probability under -1 (faster-whisper's defaults), on
+#: the window it was calibrated on (30 s).
 _NO_SPEECH: Final = 0.6
 _LOW_CONFIDENCE: Final = -1.0
+#: Beams of a final decode (faster-whisper's default); partials are greedy.
+FINAL_BEAMS: Final = 5
 
 
 class WhisperStt:
@@ -79,26 +94,56 @@ class WhisperStt:
         prompt = ["<|startoftranscript|>"]
         if self._model.model.is_multilingual:
             prompt += ["<|en|>", "<|transcribe|>"]
-        prompt.append("<|notimestamps|>")
         self._prompt = [tokenizer.token_to_id(token) for token in prompt]
+        self._notimestamps = tokenizer.token_to_id("<|notimestamps|>")
+        #: The first timestamp token (<|0.00|>); each next one is 20 ms later.
+        self._timestamp_begin = self._notimestamps + 1
         self._executor = ThreadPoolExecutor(1, thread_name_prefix="vrt-whisper")
         self.transcribe(np.zeros(SAMPLE_RATE // 2, np.float32))  # warm up at startup
 
-    def transcribe(self, audio: Samples) -> str:
+    def transcribe(self, audio: Samples, *, beams: int = FINAL_BEAMS) -> str:
         """Decode ``audio`` (16 kHz, at most :data:`MAX_SECONDS`) to text. Blocking."""
-        import ctranslate2
-
-        audio = np.concatenate((audio[: int(MAX_SECONDS * SAMPLE_RATE)], _TAIL))
+        audio = np.concatenate((_HEAD, audio[: int(MAX_SECONDS * SAMPLE_RATE)], _TAIL))
         features = self._model.feature_extractor(audio)
         frames = min(features.shape[1], _FULL_FRAMES)
+        seconds = len(audio) / SAMPLE_RATE
         window = _SHORT_FRAMES if frames <= _SHORT_FRAMES else _FULL_FRAMES
+        result = self._generate(features, frames, window, beams, seconds)
+        if _no_speech(result) and window != _FULL_FRAMES:
+            result = self._generate(features, frames, _FULL_FRAMES, beams, seconds)
+        if _no_speech(result):
+            return ""
+        words = self._words(result.sequences_ids[0], seconds - len(_TAIL) / SAMPLE_RATE)
+        text: str = self._model.hf_tokenizer.decode(words)
+        return text.strip()
+
+    def _words(self, tokens: list[int], end_s: float) -> list[int]:
+        """The text tokens of the segments that start before ``end_s``: a segment the
+        model places after the audio's end is a repetition, not speech."""
+        begin = self._timestamp_begin
+        kept: list[int] = []
+        start: float | None = None
+        for token in tokens:
+            if token >= begin:
+                # A segment's first timestamp is its start; its second, its end.
+                start = (token - begin) * 0.02 if start is None else None
+            elif start is None or start < end_s:
+                kept.append(token)
+        return kept
+
+    def transcribe_partial(self, audio: Samples) -> str:
+        """A preview: one greedy decode, no second look at "no speech". Blocking."""
+        return self.transcribe(audio, beams=1)
+
+    def _generate(self, features: Any, frames: int, window: int, beams: int, seconds: float) -> Any:
+        import ctranslate2
+
         padded = np.zeros((features.shape[0], window), np.float32)
         padded[:, :frames] = features[:, :frames]
-        seconds = len(audio) / SAMPLE_RATE
-        result = self._model.model.generate(
+        return self._model.model.generate(
             ctranslate2.StorageView.from_array(padded[None]),
             [self._prompt],
-            beam_size=1,
+            beam_size=beams,
             max_length=min(448, math.ceil(seconds * 6) + 10),
             suppress_blank=True,
             # A short window makes tiny models loop ("Good evening. How was your day? Good
@@ -108,16 +153,17 @@ class WhisperStt:
             return_no_speech_prob=True,
             return_scores=True,
         )[0]
-        # With the default length penalty the score is the mean log-probability per token.
-        if result.no_speech_prob > _NO_SPEECH and result.scores[0] < _LOW_CONFIDENCE:
-            return ""
-        text: str = self._model.hf_tokenizer.decode(result.sequences_ids[0])
-        return text.strip()
 
     async def _run(self, audio: Samples) -> str:
+        return await self._in_thread(self.transcribe, audio)
+
+    async def _run_partial(self, audio: Samples) -> str:
+        return await self._in_thread(self.transcribe_partial, audio)
+
+    async def _in_thread(self, decode: Callable[[Samples], str], audio: Samples) -> str:
         loop = asyncio.get_running_loop()
         try:
-            return await loop.run_in_executor(self._executor, self.transcribe, audio)
+            return await loop.run_in_executor(self._executor, decode, audio)
         except Exception as exc:
             log.exception("whisper decode failed")
             raise StageError(f"speech recognition failed: {type(exc).__name__}") from exc
@@ -126,6 +172,12 @@ class WhisperStt:
         return SpeculativeRecognition(
             self._run,
             on_partial,
+            decode_partial=self._run_partial,
             partial_every=self.partial_every,
             partial_window=self.partial_window,
         )
+
+
+def _no_speech(result: Any) -> bool:
+    # With the default length penalty the score is the mean log-probability per token.
+    return bool(result.no_speech_prob > _NO_SPEECH and result.scores[0] < _LOW_CONFIDENCE)
