@@ -19,7 +19,10 @@ and the final decoded speculatively as soon as the user pauses. And:
   utterance is dropped; otherwise clearly spoken words came back as nothing.
 
 Decodes run one at a time on a thread of their own shared by all sessions (a model
-run uses ``threads`` cores); sessions queue for it.
+run uses ``threads`` cores), in the order and within the bounds of
+:mod:`vrt.voice.decode_queue`: finals ahead of partials, one queued job per session,
+at most ``queue_limit`` waiting. A session is known by the task that starts its
+utterances (the voice agent's listener task of that session).
 """
 
 from __future__ import annotations
@@ -35,6 +38,7 @@ from typing import Any, Final
 import numpy as np
 
 from ..agents.base import AgentSetupError
+from .decode_queue import DEFAULT_LIMIT, DecodeQueue
 from .models import BUNDLED, check_file, missing_engine
 from .recognition import SpeculativeRecognition
 from .stages import SAMPLE_RATE, Samples, StageError
@@ -71,6 +75,7 @@ class WhisperStt:
         threads: int = 2,
         partial_every: float | None = 1.0,
         partial_window: float = 8.0,
+        queue_limit: int = DEFAULT_LIMIT,
     ) -> None:
         try:
             from faster_whisper import WhisperModel
@@ -99,6 +104,7 @@ class WhisperStt:
         #: The first timestamp token (<|0.00|>); each next one is 20 ms later.
         self._timestamp_begin = self._notimestamps + 1
         self._executor = ThreadPoolExecutor(1, thread_name_prefix="vrt-whisper")
+        self.queue = DecodeQueue(self._decode, self._executor, limit=queue_limit)
         self.transcribe(np.zeros(SAMPLE_RATE // 2, np.float32))  # warm up at startup
 
     def transcribe(self, audio: Samples, *, beams: int = FINAL_BEAMS) -> str:
@@ -154,25 +160,31 @@ class WhisperStt:
             return_scores=True,
         )[0]
 
-    async def _run(self, audio: Samples) -> str:
-        return await self._in_thread(self.transcribe, audio)
+    def _decode(self, audio: Samples, final: bool) -> str:
+        return self.transcribe(audio) if final else self.transcribe_partial(audio)
 
-    async def _run_partial(self, audio: Samples) -> str:
-        return await self._in_thread(self.transcribe_partial, audio)
-
-    async def _in_thread(self, decode: Callable[[Samples], str], audio: Samples) -> str:
-        loop = asyncio.get_running_loop()
+    async def _queued(self, owner: object, audio: Samples, *, final: bool) -> str:
         try:
-            return await loop.run_in_executor(self._executor, decode, audio)
+            return await self.queue.submit(owner, audio, final=final)
+        except StageError:
+            raise
         except Exception as exc:
             log.exception("whisper decode failed")
             raise StageError(f"speech recognition failed: {type(exc).__name__}") from exc
 
     def start(self, on_partial: Callable[[str], None]) -> SpeculativeRecognition:
+        owner: object = asyncio.current_task() or object()
+
+        async def final(audio: Samples) -> str:
+            return await self._queued(owner, audio, final=True)
+
+        async def partial(audio: Samples) -> str:
+            return await self._queued(owner, audio, final=False)
+
         return SpeculativeRecognition(
-            self._run,
+            final,
             on_partial,
-            decode_partial=self._run_partial,
+            decode_partial=partial,
             partial_every=self.partial_every,
             partial_window=self.partial_window,
         )
