@@ -366,6 +366,7 @@ def main(argv: list[str] | None = None) -> int:
         help="the word error rate against standard decoding (bench/voice_wer.py)",
     )
     parser.add_argument("--wer-texts", type=int, default=None, help="the first N texts only")
+    parser.add_argument("--wer-beams", type=int, default=5, help="beams of a final decode")
     parser.add_argument(
         "--capacity",
         default=None,
@@ -410,7 +411,10 @@ def main(argv: list[str] | None = None) -> int:
         from . import voice_wer
 
         texts = 4 if args.smoke else args.wer_texts
-        wer = voice_wer.run(texts) | {"machine": machine(), "load_before": os.getloadavg()}
+        wer = voice_wer.run(texts, beams=args.wer_beams) | {
+            "machine": machine(),
+            "load_before": os.getloadavg(),
+        }
         print(json.dumps(wer["summary"], indent=1), flush=True)
         args.json.parent.mkdir(parents=True, exist_ok=True)
         args.json.write_text(json.dumps(wer, indent=1) + "\n")

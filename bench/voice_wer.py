@@ -260,7 +260,7 @@ def standard(model: Any, audio: Audio) -> tuple[str, float]:
     return text, (time.perf_counter() - start) * 1000
 
 
-def run(count: int | None = None, *, reference: bool = True) -> dict[str, Any]:
+def run(count: int | None = None, *, reference: bool = True, beams: int = 5) -> dict[str, Any]:
     """The word error rate of the agent's pipeline and of standard decoding, overall, by
     noise and by voice, with latencies; and every clip's transcripts."""
     import sys
@@ -276,7 +276,7 @@ def run(count: int | None = None, *, reference: bool = True) -> dict[str, Any]:
     from vrt.voice.silero import SileroVad
     from vrt.voice.whisper import WhisperStt
 
-    stt = WhisperStt(partial_every=None)
+    stt = WhisperStt(partial_every=None, beams=beams)
     vad = SileroVad()
     # The same bundled model files, loaded as a user of faster-whisper would.
     model = WhisperModel(str(stt.folder), device="cpu", compute_type="int8", cpu_threads=2)
@@ -312,7 +312,7 @@ def run(count: int | None = None, *, reference: bool = True) -> dict[str, Any]:
             row["standard_ms"] = ms
         rows.append(row)
         print(f"{number}/{len(made)} {clip.voice} {clip.snr} {clip.text!r}: {row}", flush=True)
-    return {"summary": summarise(rows, reference), "clips": rows}
+    return {"summary": {"beams": beams} | summarise(rows, reference), "clips": rows}
 
 
 def _wer(rows: list[dict[str, Any]], key: str) -> float:

@@ -8,9 +8,11 @@ and the final decoded speculatively as soon as the user pauses. And:
   utterance of up to 10 s is encoded as a 10 s window instead (3x less work), with the
   decoded length bounded by the audio's duration and no word triple repeated (a short
   window otherwise invites repetition).
-* **Finals by beam search** (5 beams, as faster-whisper's standard decoding), partials
-  greedily: on the word error rate benchmark greedy finals lost a fifth more words
-  (``docs/voice.md``), and a partial is only a preview.
+* **Finals by beam search** (``beams``, 5 as faster-whisper's standard decoding):
+  greedy finals misheard spoken commands ("echo how are you" as "and go high like
+  you") and lost about a tenth more words on the benchmark (``docs/voice.md``), for
+  about a quarter less decoding time; the speculative final hides that time in the
+  hangover. Partials, previews only, are greedy.
 * **Silence around the words**: 200 ms before them (speech from a clip's first sample
   has no pre-roll to give) and 250 ms after.
 * **"No speech" is decided on the full window**: the short window's no-speech
@@ -60,8 +62,6 @@ _HEAD: Final = np.zeros(SAMPLE_RATE // 5, np.float32)
 #: the window it was calibrated on (30 s).
 _NO_SPEECH: Final = 0.6
 _LOW_CONFIDENCE: Final = -1.0
-#: Beams of a final decode (faster-whisper's default); partials are greedy.
-FINAL_BEAMS: Final = 5
 
 
 class WhisperStt:
@@ -76,6 +76,7 @@ class WhisperStt:
         partial_every: float | None = 1.0,
         partial_window: float = 8.0,
         queue_limit: int = DEFAULT_LIMIT,
+        beams: int = 5,
     ) -> None:
         try:
             from faster_whisper import WhisperModel
@@ -93,6 +94,7 @@ class WhisperStt:
         except Exception as exc:  # CTranslate2 and tokenizers raise their own types
             raise AgentSetupError(f"the Whisper model in {folder} does not load: {exc}") from None
         self.folder = folder
+        self.beams = beams
         self.partial_every = partial_every
         self.partial_window = partial_window
         tokenizer = self._model.hf_tokenizer
@@ -107,15 +109,18 @@ class WhisperStt:
         self.queue = DecodeQueue(self._decode, self._executor, limit=queue_limit)
         self.transcribe(np.zeros(SAMPLE_RATE // 2, np.float32))  # warm up at startup
 
-    def transcribe(self, audio: Samples, *, beams: int = FINAL_BEAMS) -> str:
-        """Decode ``audio`` (16 kHz, at most :data:`MAX_SECONDS`) to text. Blocking."""
+    def transcribe(self, audio: Samples, *, partial: bool = False) -> str:
+        """Decode ``audio`` (16 kHz, at most :data:`MAX_SECONDS`) to text: a final, or a
+        ``partial`` (greedy, and a short-window "no speech" is not checked again).
+        Blocking."""
+        beams = 1 if partial else self.beams
         audio = np.concatenate((_HEAD, audio[: int(MAX_SECONDS * SAMPLE_RATE)], _TAIL))
         features = self._model.feature_extractor(audio)
         frames = min(features.shape[1], _FULL_FRAMES)
         seconds = len(audio) / SAMPLE_RATE
         window = _SHORT_FRAMES if frames <= _SHORT_FRAMES else _FULL_FRAMES
         result = self._generate(features, frames, window, beams, seconds)
-        if _no_speech(result) and window != _FULL_FRAMES:
+        if _no_speech(result) and window != _FULL_FRAMES and not partial:
             result = self._generate(features, frames, _FULL_FRAMES, beams, seconds)
         if _no_speech(result):
             return ""
@@ -137,10 +142,6 @@ class WhisperStt:
                 kept.append(token)
         return kept
 
-    def transcribe_partial(self, audio: Samples) -> str:
-        """A preview: one greedy decode, no second look at "no speech". Blocking."""
-        return self.transcribe(audio, beams=1)
-
     def _generate(self, features: Any, frames: int, window: int, beams: int, seconds: float) -> Any:
         import ctranslate2
 
@@ -161,7 +162,7 @@ class WhisperStt:
         )[0]
 
     def _decode(self, audio: Samples, final: bool) -> str:
-        return self.transcribe(audio) if final else self.transcribe_partial(audio)
+        return self.transcribe(audio, partial=not final)
 
     async def _queued(self, owner: object, audio: Samples, *, final: bool) -> str:
         try:
