@@ -296,7 +296,7 @@ async def test_a_network_stage_that_hangs_is_an_agent_error_after_its_timeout(
 async def test_a_recogniser_raising_mid_session_is_a_recoverable_agent_error(
     stages: Any, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    def broken(audio: Any) -> str:
+    def broken(audio: Any, **options: Any) -> str:
         raise RuntimeError("the model broke")
 
     monkeypatch.setattr(stages.stt, "transcribe", broken)
