@@ -8,6 +8,7 @@ from __future__ import annotations
 import asyncio
 import threading
 from concurrent.futures import ThreadPoolExecutor
+from typing import Any
 
 import numpy as np
 import pytest
@@ -144,3 +145,40 @@ async def test_an_ended_sessions_recognition_leaves_nothing_queued(
     await _settle(running)
     assert gate.ran == [0]
     assert queue.started == 1
+
+
+async def test_a_sessions_utterances_share_one_queued_job(
+    stages: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Through the Whisper recogniser, as the voice agent uses it (``start(...,
+    session=)``): while session A's final waits, its next utterance's partial is not
+    queued; another session's is."""
+    stt = stages.stt
+    gate = Gate()
+    monkeypatch.setattr(stt, "transcribe", lambda audio, partial=False: gate(audio, not partial))
+    a, b = object(), object()
+    busy = stt.start(lambda text: None, session=b)
+    busy.feed(_audio(0))
+    busy.pause()  # b's guess: runs, and holds the thread
+    await asyncio.sleep(0)
+    first = stt.start(lambda text: None, session=a)
+    first.feed(_audio(1))
+    first.pause()  # a's guess: queued
+    await asyncio.sleep(0)
+    assert stt.queue.waiting == 1
+    partials: list[str] = []
+    second = stt.start(partials.append, session=a)  # a speaks on
+    second.feed(np.full(int(stt.partial_every * 16000), 2, np.float32))  # asks a partial
+    other = stt.start(partials.append, session=b)
+    other.feed(np.full(int(stt.partial_every * 16000), 3, np.float32))
+    await asyncio.sleep(0)
+    assert stt.queue.waiting == 2  # a's final and b's partial; a's partial was not queued
+    for _ in range(3):
+        gate.go.release()
+    guesses = await asyncio.gather(busy.final(), first.final())
+    assert guesses == ["final 0", "final 1"]
+    async with asyncio.timeout(30):  # a bound on a hang, not a timing check
+        while not partials:
+            await asyncio.sleep(0)
+    assert partials == ["partial 3"]
+    assert gate.ran == [0, 1, 3]

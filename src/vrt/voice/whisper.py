@@ -23,13 +23,12 @@ and the final decoded speculatively as soon as the user pauses. And:
 Decodes run one at a time on a thread of their own shared by all sessions (a model
 run uses ``threads`` cores), in the order and within the bounds of
 :mod:`vrt.voice.decode_queue`: finals ahead of partials, one queued job per session,
-at most ``queue_limit`` waiting. A session is known by the task that starts its
-utterances (the voice agent's listener task of that session).
+at most ``queue_limit`` waiting; the voice agent names the session of each utterance
+(``start(..., session=)``).
 """
 
 from __future__ import annotations
 
-import asyncio
 import logging
 import math
 from collections.abc import Callable
@@ -173,8 +172,11 @@ class WhisperStt:
             log.exception("whisper decode failed")
             raise StageError(f"speech recognition failed: {type(exc).__name__}") from exc
 
-    def start(self, on_partial: Callable[[str], None]) -> SpeculativeRecognition:
-        owner: object = asyncio.current_task() or object()
+    def start(
+        self, on_partial: Callable[[str], None], *, session: object | None = None
+    ) -> SpeculativeRecognition:
+        # The queue's unit is the session: its utterances share one queued job.
+        owner = session if session is not None else object()
 
         async def final(audio: Samples) -> str:
             return await self._queued(owner, audio, final=True)
