@@ -4,6 +4,8 @@ takes, each stage's real-time factor, CPU per concurrent voice session, and barg
     python -m bench.voice                 # everything, about 4 minutes
     python -m bench.voice --only latency,rtf --json out.json
     python -m bench.voice --smoke         # seconds: the runner works
+    python -m bench.voice --wer           # word error rate against standard decoding
+    python -m bench.voice --capacity 1,2,4,6 --seconds 60   # sessions taking turns
 
 Speech is the test corpus (``tests/voice/speech``: 24 utterances made by espeak-ng),
 streamed as 20 ms frames in real time. Method and results: ``docs/voice.md``.
@@ -20,6 +22,9 @@ streamed as 20 ms frames in real time. Method and results: ``docs/voice.md``.
   in real time.
 * ``barge-in``: while the agent speaks a long reply, an utterance starts: its first
   frame → ``interrupted`` at the client (the client stops playback then, §6.2).
+* ``--wer``: the word error rate of the agent's recognition against faster-whisper's
+  standard decoding, on speech made at run time (``bench/voice_wer.py``).
+* ``--capacity``: sessions that take turns as people do (``bench/voice_capacity.py``).
 """
 
 from __future__ import annotations
@@ -355,6 +360,19 @@ async def _barge_in(
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m bench.voice", description=__doc__)
     parser.add_argument("--only", default="latency,rtf,sessions,barge-in")
+    parser.add_argument(
+        "--wer",
+        action="store_true",
+        help="the word error rate against standard decoding (bench/voice_wer.py)",
+    )
+    parser.add_argument("--wer-texts", type=int, default=None, help="the first N texts only")
+    parser.add_argument("--wer-beams", type=int, default=5, help="beams of a final decode")
+    parser.add_argument(
+        "--capacity",
+        default=None,
+        metavar="N,N,...",
+        help="sessions taking turns as people do, at each count (bench/voice_capacity.py)",
+    )
     parser.add_argument("--smoke", action="store_true", help="a few utterances, seconds")
     parser.add_argument("--sessions", default="1,2,3,4", help="concurrent session counts")
     parser.add_argument("--seconds", type=float, default=30.0, help="per session count")
@@ -374,6 +392,34 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("--json", type=Path, default=ROOT / "bench" / "results" / "voice.json")
     args = parser.parse_args(argv)
+    if args.capacity:
+        from .voice_capacity import capacity
+
+        sys.path.insert(0, str(ROOT / "tests"))
+        counts = [int(c) for c in args.capacity.split(",")]
+        found = {
+            "machine": machine(),
+            "load_before": os.getloadavg(),
+            "seconds": args.seconds,
+            "capacity": capacity([pcm for _, pcm in _corpus()], counts, args.seconds),
+        }
+        args.json.parent.mkdir(parents=True, exist_ok=True)
+        args.json.write_text(json.dumps(found, indent=1) + "\n")
+        print(f"written {args.json}")
+        return 0
+    if args.wer:
+        from . import voice_wer
+
+        texts = 4 if args.smoke else args.wer_texts
+        wer = voice_wer.run(texts, beams=args.wer_beams) | {
+            "machine": machine(),
+            "load_before": os.getloadavg(),
+        }
+        print(json.dumps(wer["summary"], indent=1), flush=True)
+        args.json.parent.mkdir(parents=True, exist_ok=True)
+        args.json.write_text(json.dumps(wer, indent=1) + "\n")
+        print(f"written {args.json}")
+        return 0
     options = {"tts": args.tts} | dict(option.split("=", 1) for option in args.option)
     only = set(args.only.split(","))
     utterances = _corpus()

@@ -43,3 +43,17 @@ def test_pauses_are_what_a_client_playing_on_arrival_hears() -> None:
     for at in (9.0, 10.0, 10.05, 10.5):
         conversation.events.append((at, AudioChunk(item_id="i", payload=chunk)))
     assert _pauses(conversation) == (300.0, 300.0)
+
+
+@pytest.mark.timeout(300)
+def test_the_word_error_rate_benchmark_runs(tmp_path: Path) -> None:
+    """``--wer --smoke``: four texts, each clean and at two noise levels, heard by the
+    agent's pipeline and by standard decoding; every clip has both transcripts."""
+    out = tmp_path / "wer.json"
+    done = run_repo_module("bench.voice", "--wer", "--smoke", "--json", str(out), timeout=280)
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    results = json.loads(out.read_text())
+    assert results["summary"]["clips"] == 12
+    assert set(results["summary"]["wer"]["all"]) == {"pipeline", "standard"}
+    assert {clip["snr"] for clip in results["clips"]} == {None, 20.0, 10.0}
+    assert all("standard" in clip and "pipeline" in clip for clip in results["clips"])

@@ -296,7 +296,7 @@ async def test_a_network_stage_that_hangs_is_an_agent_error_after_its_timeout(
 async def test_a_recogniser_raising_mid_session_is_a_recoverable_agent_error(
     stages: Any, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    def broken(audio: Any) -> str:
+    def broken(audio: Any, **options: Any) -> str:
         raise RuntimeError("the model broke")
 
     monkeypatch.setattr(stages.stt, "transcribe", broken)
@@ -313,3 +313,28 @@ async def test_a_recogniser_raising_mid_session_is_a_recoverable_agent_error(
     assert [(e.code, e.recoverable, e.message) for e in errors] == [
         ("AGENT_ERROR", True, "speech recognition failed: RuntimeError")
     ]
+
+
+async def test_recognition_over_capacity_is_a_recoverable_agent_error(
+    stages: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Past the recognition queue's bound (here 0: every final is past it) the
+    utterance is refused with a recoverable AGENT_ERROR saying so, and the session
+    goes on (issue 31.4; the bound itself: test_decode_queue.py)."""
+    monkeypatch.setattr(stages.stt.queue, "limit", 0)
+    server = await _served(stages)
+    try:
+        async with VrtClient(server.url, input=PCM16K) as client:
+            await client.next_event(10.0)
+            silence = np.zeros(16000, np.int16).tobytes()
+            await speak(client, Conversation(), corpus()[3].pcm16 + silence, 16000, PCM16K)
+            events = await _collect(client, 1)
+            await client.send_text("echo still here")
+            after = await _collect(client, 1)
+    finally:
+        await server.close()
+    errors = [e for e in events if isinstance(e, ErrorReceived)]
+    assert [(e.code, e.recoverable) for e in errors] == [("AGENT_ERROR", True)]
+    assert "over capacity" in errors[0].message
+    assert not any(isinstance(e, TranscriptReceived) and e.role == "user" for e in events)
+    assert any(isinstance(e, TranscriptReceived) and e.text == "still here" for e in after)

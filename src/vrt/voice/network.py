@@ -108,8 +108,10 @@ class OpenAISpeechToText:
             raise StageError(f"{what} answered with no JSON text") from exc
         return text.strip() if isinstance(text, str) else ""
 
-    def start(self, on_partial: Callable[[str], None]) -> SpeculativeRecognition:
-        # No partials: each would be a request.
+    def start(
+        self, on_partial: Callable[[str], None], *, session: object | None = None
+    ) -> SpeculativeRecognition:
+        # No partials: each would be a request (each session's, concurrently).
         return SpeculativeRecognition(self.transcribe)
 
 

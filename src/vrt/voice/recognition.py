@@ -2,8 +2,9 @@
 HTTP transcription service): partials from a rolling window, and a speculative final.
 
 * **Partials**: while the user speaks, every ``partial_every`` seconds of new audio the
-  last ``partial_window`` seconds are decoded (when no partial decode is running) and
-  handed to ``on_partial``. Off when ``partial_every`` is None.
+  last ``partial_window`` seconds are decoded (``decode_partial``, a cheaper decode if
+  the recogniser has one; when no partial decode is running) and handed to
+  ``on_partial``. Off when ``partial_every`` is None.
 * **Speculative final**: on :meth:`pause` (the detector heard silence) the utterance so
   far is decoded at once, overlapping the hangover during which the agent waits to be
   sure the user finished. :meth:`resume` drops the guess; otherwise :meth:`final` is
@@ -28,10 +29,12 @@ class SpeculativeRecognition:
         decode: Callable[[Samples], Awaitable[str]],
         on_partial: Callable[[str], None] | None = None,
         *,
+        decode_partial: Callable[[Samples], Awaitable[str]] | None = None,
         partial_every: float | None = None,
         partial_window: float = 8.0,
     ) -> None:
         self._decode = decode
+        self._decode_partial = decode_partial or decode
         self._on_partial = on_partial
         self._partial_every = partial_every
         self._partial_window = partial_window
@@ -59,7 +62,7 @@ class SpeculativeRecognition:
         busy = self._partial is not None and not self._partial.done()
         if self._since_partial >= every * SAMPLE_RATE and not busy:
             self._since_partial = 0
-            partial = asyncio.ensure_future(self._decode(self._audio(self._partial_window)))
+            partial = asyncio.ensure_future(self._decode_partial(self._audio(self._partial_window)))
             partial.add_done_callback(self._partial_done)
             self._partial = partial
 

@@ -92,8 +92,12 @@ class Recognition(Protocol):
 
 
 class SpeechToText(Protocol):
-    def start(self, on_partial: Callable[[str], None]) -> Recognition:
-        """Begin recognising a new utterance."""
+    def start(
+        self, on_partial: Callable[[str], None], *, session: object | None = None
+    ) -> Recognition:
+        """Begin recognising a new utterance of ``session`` (any object standing for
+        one session: a recogniser shared by sessions may order and bound their work by
+        it)."""
         ...
 
 
