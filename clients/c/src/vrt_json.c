@@ -399,3 +399,29 @@ int vrt_json_is_literal(const vrt_json *j, int i, const char *lit) {
     return t->type == JSMN_PRIMITIVE && (size_t)(t->end - t->start) == n &&
            !memcmp(j->js + t->start, lit, n);
 }
+
+int vrt_utf8_valid(const char *s, size_t n) {
+    const unsigned char *p = (const unsigned char *)s, *end = p + n;
+    while (p < end) {
+        uint32_t cp;
+        int k = utf8_len(p, end, &cp);
+        if (!k) return 0;
+        p += k;
+    }
+    return 1;
+}
+
+int vrt_json_valid(const char *s, size_t n, jsmntok_t *tok, unsigned cap) {
+    /* jsmn's strict mode wants a delimiter after a top-level primitive: wrap it. */
+    vrt_json j;
+    if (n && s[0] != '{' && s[0] != '[' && s[0] != '"') {
+        const char *p = s;
+        while (p < s + n && is_ws(*p)) p++;
+        if (p < s + n && *p != '{' && *p != '[' && *p != '"') {
+            const char *e = s + n;
+            while (e > p && is_ws(e[-1])) e--;
+            return check_primitive(p, (int)(e - p));
+        }
+    }
+    return vrt_json_parse(&j, s, n, tok, cap) == VRT_JSON_OK;
+}
