@@ -31,6 +31,14 @@ static uint8_t calls[CALL_SLOTS * SLOT_SIZE];
 static char scratch[SLOT_SIZE];
 static jsmntok_t tokens[TOKENS];
 
+/* Copy a string, cut to fit. */
+static void copy_str(char *dst, size_t cap, const char *src) {
+    size_t n = strlen(src);
+    if (n >= cap) n = cap - 1;
+    memcpy(dst, src, n);
+    dst[n] = 0;
+}
+
 static const vrt_tool TOOLS[] = {
     {"device.status", "The device's battery level.", "{\"type\":\"object\"}"},
 };
@@ -65,7 +73,7 @@ static void on_event(void *ctx, const vrt_event *e) {
     case VRT_EV_RUN_TOOL: /* run after the core returns: callbacks must not call it */
         printf("tool: %s %.*s\n", e->name, (int)e->json_len, e->json);
         fflush(stdout);
-        snprintf(tool_call, sizeof tool_call, "%s", e->call_id);
+        copy_str(tool_call, sizeof tool_call, e->call_id);
         snprintf(tool_output, sizeof tool_output, "{\"battery\":87,\"asked\":%.*s}", (int)e->json_len, e->json);
         tool_pending = 1;
         break;

@@ -29,6 +29,14 @@ static char scratch[SLOT_SIZE];
 static jsmntok_t tokens[TOKENS];
 static jsmntok_t arg_tokens[TOKENS];
 
+/* Copy a string, cut to fit. */
+static void copy_str(char *dst, size_t cap, const char *src) {
+    size_t n = strlen(src);
+    if (n >= cap) n = cap - 1;
+    memcpy(dst, src, n);
+    dst[n] = 0;
+}
+
 static const vrt_tool TOOLS[] = {
     {"conformance.record", "Return the arguments.", NULL},
     {"conformance.slow", "Sleep ms milliseconds.",
@@ -82,8 +90,8 @@ static void tool_started(const vrt_event *e, vrt_ms now) {
     char id[1200], line[SLOT_SIZE + 1400];
     memset(&run, 0, sizeof run);
     run.active = 1;
-    snprintf(run.call_id, sizeof run.call_id, "%s", e->call_id);
-    snprintf(run.name, sizeof run.name, "%s", e->name);
+    copy_str(run.call_id, sizeof run.call_id, e->call_id);
+    copy_str(run.name, sizeof run.name, e->name);
     size_t n = e->json_len < sizeof args_buf - 1 ? e->json_len : sizeof args_buf - 1;
     memcpy(args_buf, e->json, n);
     args_buf[n] = 0;
@@ -173,7 +181,7 @@ static void speaker_add(const char *item, double seconds, double now) {
     if (chunk_count >= MAX_CHUNKS) return;
     double start = now > busy_until ? now : busy_until;
     busy_until = start + seconds;
-    snprintf(chunks[chunk_count].item, VRT_ID_MAX, "%s", item);
+    copy_str(chunks[chunk_count].item, VRT_ID_MAX, item);
     chunks[chunk_count].start = start;
     chunks[chunk_count].seconds = seconds;
     chunk_count++;
@@ -189,7 +197,7 @@ static void speaker_stop(double now) {
         while (r < report_count && strcmp(reports[r].item, chunks[k].item)) r++;
         if (r == report_count) {
             if (report_count >= 64) continue;
-            snprintf(reports[r].item, VRT_ID_MAX, "%s", chunks[k].item);
+            copy_str(reports[r].item, VRT_ID_MAX, chunks[k].item);
             reports[r].ms = 0;
             report_count++;
         }
@@ -299,13 +307,13 @@ int main(void) {
     }
     log_path = getenv("VRT_CONFORMANCE_LOG");
     static char say_buf[65536];
-    snprintf(say_buf, sizeof say_buf, "%s", getenv("VRT_SAY") ? getenv("VRT_SAY") : "");
+    copy_str(say_buf, sizeof say_buf, getenv("VRT_SAY") ? getenv("VRT_SAY") : "");
     for (char *line = strtok(say_buf, "\n"); line && say_count < 256; line = strtok(NULL, "\n"))
         say_lines[say_count++] = line;
     static char cap_buf[1024];
     static const char *caps[32];
     size_t cap_count = 0;
-    snprintf(cap_buf, sizeof cap_buf, "%s", getenv("VRT_CAPABILITIES") ? getenv("VRT_CAPABILITIES") : "");
+    copy_str(cap_buf, sizeof cap_buf, getenv("VRT_CAPABILITIES") ? getenv("VRT_CAPABILITIES") : "");
     for (char *cap = strtok(cap_buf, ","); cap && cap_count < 32; cap = strtok(NULL, ",")) {
         while (*cap == ' ') cap++;
         char *end = cap + strlen(cap);

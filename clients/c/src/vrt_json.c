@@ -99,7 +99,7 @@ static int utf8_len(const unsigned char *p, const unsigned char *end, uint32_t *
 static int check_string(const char *s, int n) {
     const unsigned char *p = (const unsigned char *)s, *end = p + n;
     while (p < end) {
-        uint32_t cp;
+        uint32_t cp = 0;
         if (*p < 0x20) return 0;
         if (*p == '\\') {
             if (end - p < 2) return 0;
@@ -207,7 +207,7 @@ void vrt_str_begin(const vrt_json *j, int i, vrt_str_iter *it) {
 int32_t vrt_str_next(vrt_str_iter *it) {
     if (it->p >= it->end) return -1;
     const unsigned char *p = (const unsigned char *)it->p;
-    uint32_t cp;
+    uint32_t cp = 0;
     if (*p == '\\') {
         char e = (char)p[1];
         it->p += 2;
@@ -403,7 +403,7 @@ int vrt_json_is_literal(const vrt_json *j, int i, const char *lit) {
 int vrt_utf8_valid(const char *s, size_t n) {
     const unsigned char *p = (const unsigned char *)s, *end = p + n;
     while (p < end) {
-        uint32_t cp;
+        uint32_t cp = 0;
         int k = utf8_len(p, end, &cp);
         if (!k) return 0;
         p += k;
