@@ -21,6 +21,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+import trustme
 
 from support.processes import vrt_command, vrt_serve
 from vrt.conformance.client_suite import run_client_suite
@@ -121,3 +122,47 @@ def test_chat_tool_and_dropped_connection(build: Path) -> None:
     ]
     assert "dropping the connection" in result.stderr
     assert "resumed session" in result.stderr
+
+
+@pytest.fixture
+def tls_server(tmp_path: Path) -> Iterator[tuple[str, Path]]:
+    """``vrt serve`` on wss:// with a certificate from a test CA; (its URL, the CA file)."""
+    ca = trustme.CA()
+    cert = ca.issue_cert("127.0.0.1", "localhost")
+    chain, key, cafile = tmp_path / "chain.pem", tmp_path / "key.pem", tmp_path / "ca.pem"
+    chain.write_bytes(b"".join(blob.bytes() for blob in cert.cert_chain_pems))
+    cert.private_key_pem.write_to_path(str(key))
+    ca.cert_pem.write_to_path(str(cafile))
+    with vrt_serve("--tls-cert", str(chain), "--tls-key", str(key)) as url:
+        yield url.replace("ws://127.0.0.1", "wss://localhost"), cafile
+
+
+def test_chat_over_tls(build: Path, tls_server: tuple[str, Path], tmp_path: Path) -> None:
+    """wss:// through mbedTLS (§2.1): the server's certificate is verified against the
+    given CA, a resume works over TLS, and a certificate of another CA is refused."""
+    url, cafile = tls_server
+    env = dict(os.environ, VRT_CA_FILE=str(cafile))
+    result = subprocess.run(
+        [str(build / "vrt-c-chat"), url, "echo over tls", "burst 50", "/drop", "echo again"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env=env,
+        check=False,
+    )
+    assert result.returncode == 0, result.stderr
+    burst = " ".join(f"chunk {n}" for n in range(1, 51))
+    assert result.stdout.splitlines() == ["agent: over tls", f"agent: {burst}", "agent: again"]
+    other = tmp_path / "other-ca.pem"
+    trustme.CA().cert_pem.write_to_path(str(other))
+    refused = subprocess.run(
+        [str(build / "vrt-c-chat"), url, "echo never"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env=dict(os.environ, VRT_CA_FILE=str(other)),
+        check=False,
+    )
+    assert refused.returncode == 1
+    assert "Certificate verification failed" in refused.stderr
+    assert "agent:" not in refused.stdout

@@ -10,7 +10,9 @@
  *   /drop      close the socket without a close frame (a lost connection): the client
  *              reconnects and resumes, and nothing sequenced is lost or doubled (§5.4)
  *   /wait MS   wait MS milliseconds
- * It exits once every line is done (or at the end of standard input), closing with 1000. */
+ * It exits once every line is done (or at the end of standard input), closing with 1000;
+ * with status 1 when the server cannot be reached three times before a session opened.
+ * wss:// URLs are checked against the system's CAs, or those of VRT_CA_FILE. */
 #define _POSIX_C_SOURCE 200809L
 #include <stdio.h>
 #include <stdlib.h>
@@ -128,11 +130,13 @@ int main(int argc, char **argv) {
     }
     vrt_ms wait_until = 0;
     unsigned backoff = 0;
+    int failures = 0;
     while (client.state != VRT_STATE_CLOSED) {
         char err[256];
         vrt_posix *t = vrt_posix_connect(argv[1], MAX_MESSAGE, err, sizeof err);
         if (!t) {
             fprintf(stderr, "%s\n", err);
+            if (!client.has_session && ++failures >= 3) return 1; /* never reached: give up */
             backoff = backoff ? (backoff * 2 > 2000 ? 2000 : backoff * 2) : 100;
             sleep_ms(backoff); /* reconnect with backoff, then resume (§5.1) */
             continue;
