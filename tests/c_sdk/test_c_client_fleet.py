@@ -1,0 +1,104 @@
+"""The C example against the Redis-backed deployment (docs/deploy.md): two ``vrt serve``
+processes sharing one Redis behind HAProxy. The process that owns the session is killed
+(``kill -9``, no goodbye) while a reply streams; the C client resumes on the other
+process, and every sequenced message reaches it exactly once, in order (§4.3, §5.4).
+
+The fleet comes from tests/deploy/fleet.py; the C build from test_c_client.py's way
+(``VRT_C_BUILD`` or a CMake build), and it skips as the deployment tests do without
+redis-server or haproxy.
+"""
+
+from __future__ import annotations
+
+import importlib
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from support.redis_servers import RedisServer
+
+ROOT = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT / "tests" / "deploy"))
+#: Loaded by name: tests/deploy is a folder of its own for the type checker.
+fleet_module: Any = importlib.import_module("fleet")
+
+SERVE_ARGS = ("--heartbeat-timeout", "5", "--resume-window", "15")
+
+
+@pytest.fixture(scope="module")
+def build() -> Iterator[Path]:
+    given = os.environ.get("VRT_C_BUILD")
+    if given:
+        yield Path(given)
+        return
+    if shutil.which("cmake") is None or (shutil.which("cc") or shutil.which("gcc")) is None:
+        pytest.skip("cmake and a C compiler are needed to build clients/c")
+    with tempfile.TemporaryDirectory(prefix="vrt-c-build-") as folder:
+        source = str(ROOT / "clients" / "c")
+        configure = subprocess.run(
+            ["cmake", "-S", source, "-B", folder], capture_output=True, text=True, check=False
+        )
+        if configure.returncode != 0:
+            pytest.skip("clients/c does not configure (Debian packages missing?)")
+        subprocess.run(
+            ["cmake", "--build", folder, "--target", "vrt-c-chat", "-j2"],
+            capture_output=True,
+            text=True,
+            check=True,
+        )
+        yield Path(folder)
+
+
+def owner_worker(redis_url: str, prefix: str, session_id: str) -> str:
+    """The worker that owns the session, as the store says (its lease)."""
+    import redis
+
+    with redis.Redis.from_url(redis_url) as client:
+        owner: bytes = client.hget(f"{prefix}:{{{session_id}}}", "owner")
+    return owner.decode().partition(":")[0]
+
+
+def test_kill_the_owner_mid_reply(build: Path, redis_server: RedisServer) -> None:
+    reason = fleet_module.haproxy_available()
+    if reason is not None:
+        pytest.skip(reason)
+    store = f"{redis_server.url}?prefix=cfleet"
+    with fleet_module.start_fleet(store, 2, args=SERVE_ARGS) as fleet:
+        chat = subprocess.Popen(
+            [str(build / "vrt-c-chat"), fleet.url, "echo before", "burst 3000", "echo after"],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        assert chat.stdout is not None
+        assert chat.stderr is not None
+        opened = chat.stderr.readline()
+        assert opened.startswith("opened session "), opened
+        session_id = opened.split()[-1]
+        first = chat.stdout.readline()
+        assert first == "agent: before\n"
+        # The burst is requested once "before" is answered: kill its owner now.
+        time.sleep(0.05)
+        owner = owner_worker(redis_server.url, "cfleet", session_id)
+        victim = next(server for server in fleet.servers if server.worker == owner)
+        victim.kill()
+        out, err = chat.communicate(timeout=60)
+    assert chat.returncode == 0, err
+    lines = out.splitlines()
+    burst = " ".join(f"chunk {n}" for n in range(1, 3001))
+    # The burst's turn was cut short by the kill or had finished: either way what
+    # arrived is a prefix of it, each chunk once and in order; then the next reply.
+    assert lines[-1] == "agent: after"
+    assert len(lines) == 2
+    reply = lines[0].removeprefix("agent: ")
+    assert burst.startswith(reply)
+    assert reply == "" or reply.endswith(f"chunk {reply.count('chunk')}")
+    assert "resumed session " + session_id in err
