@@ -3,20 +3,15 @@ are those of the protocol's sources, its unit tests pass, the client conformance
 passes on its client under test, and its example chats with a real ``vrt serve``, runs a
 tool and survives a dropped connection with every sequenced message exactly once (§5.4).
 
-The C code is built once per run with CMake into a temporary folder (or taken from
-``VRT_C_BUILD``, a build folder of clients/c); the tests skip, saying why, where cmake,
-a C compiler or the Debian packages it needs (libjsmn-dev, libwslay-dev,
-libmbedtls-dev) are missing.
+The C code is built once per run (conftest.py).
 """
 
 from __future__ import annotations
 
 import os
 import re
-import shutil
 import subprocess
 import sys
-import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -28,32 +23,6 @@ from vrt.conformance.client_suite import run_client_suite
 
 ROOT = Path(__file__).resolve().parents[2]
 C_ROOT = ROOT / "clients" / "c"
-PACKAGES = "libjsmn-dev libwslay-dev libmbedtls-dev"
-
-
-@pytest.fixture(scope="module")
-def build() -> Iterator[Path]:
-    """A build folder of clients/c with the tests, the chat and the client under test."""
-    given = os.environ.get("VRT_C_BUILD")
-    if given:
-        yield Path(given)
-        return
-    if shutil.which("cmake") is None or (shutil.which("cc") or shutil.which("gcc")) is None:
-        pytest.skip("cmake and a C compiler are needed to build clients/c")
-    with tempfile.TemporaryDirectory(prefix="vrt-c-build-") as folder:
-        configure = subprocess.run(
-            ["cmake", "-S", str(C_ROOT), "-B", folder, "-DCMAKE_BUILD_TYPE=Release"],
-            capture_output=True,
-            text=True,
-            check=False,
-        )
-        if configure.returncode != 0:
-            last = (configure.stderr.strip().splitlines() or ["(no output)"])[-1]
-            pytest.skip(f"clients/c does not configure (Debian packages {PACKAGES}?): {last}")
-        subprocess.run(
-            ["cmake", "--build", folder, "-j2"], capture_output=True, text=True, check=True
-        )
-        yield Path(folder)
 
 
 def test_generated_tables_are_up_to_date() -> None:

@@ -3,21 +3,16 @@ processes sharing one Redis behind HAProxy. The process that owns the session is
 (``kill -9``, no goodbye) while a reply streams; the C client resumes on the other
 process, and every sequenced message reaches it exactly once, in order (§4.3, §5.4).
 
-The fleet comes from tests/deploy/fleet.py; the C build from test_c_client.py's way
-(``VRT_C_BUILD`` or a CMake build), and it skips as the deployment tests do without
-redis-server or haproxy.
+The fleet comes from tests/deploy/fleet.py, the C build from conftest.py; it skips as
+the deployment tests do without redis-server or haproxy.
 """
 
 from __future__ import annotations
 
 import importlib
-import os
-import shutil
 import subprocess
 import sys
-import tempfile
 import time
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -31,30 +26,6 @@ sys.path.insert(0, str(ROOT / "tests" / "deploy"))
 fleet_module: Any = importlib.import_module("fleet")
 
 SERVE_ARGS = ("--heartbeat-timeout", "5", "--resume-window", "15")
-
-
-@pytest.fixture(scope="module")
-def build() -> Iterator[Path]:
-    given = os.environ.get("VRT_C_BUILD")
-    if given:
-        yield Path(given)
-        return
-    if shutil.which("cmake") is None or (shutil.which("cc") or shutil.which("gcc")) is None:
-        pytest.skip("cmake and a C compiler are needed to build clients/c")
-    with tempfile.TemporaryDirectory(prefix="vrt-c-build-") as folder:
-        source = str(ROOT / "clients" / "c")
-        configure = subprocess.run(
-            ["cmake", "-S", source, "-B", folder], capture_output=True, text=True, check=False
-        )
-        if configure.returncode != 0:
-            pytest.skip("clients/c does not configure (Debian packages missing?)")
-        subprocess.run(
-            ["cmake", "--build", folder, "--target", "vrt-c-chat", "-j2"],
-            capture_output=True,
-            text=True,
-            check=True,
-        )
-        yield Path(folder)
 
 
 def owner_worker(redis_url: str, prefix: str, session_id: str) -> str:
