@@ -10,6 +10,8 @@
  *   /drop      close the socket without a close frame (a lost connection): the client
  *              reconnects and resumes, and nothing sequenced is lost or doubled (§5.4)
  *   /wait MS   wait MS milliseconds
+ * and one does:
+ *   /sync      wait until the previous reply is complete
  * It exits once every line is done (or at the end of standard input), closing with 1000;
  * with status 1 when the server cannot be reached three times before a session opened.
  * wss:// URLs are checked against the system's CAs, or those of VRT_CA_FILE. */
@@ -163,6 +165,8 @@ int main(int argc, char **argv) {
                 }
                 if (sscanf(line, "/wait %u", &ms) == 1) {
                     wait_until = now + ms;
+                } else if (!strcmp(line, "/sync")) {
+                    /* reached once no reply is awaited: nothing more to do */
                 } else if (vrt_client_send_text(&client, line, now) == VRT_OK) {
                     waiting_reply = 1;
                 } else {
