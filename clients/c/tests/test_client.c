@@ -288,7 +288,37 @@ static void test_init_limits(void) {
     CHECK(vrt_client_init(&c, &cfg) == VRT_OK, "a minimal configuration");
 }
 
+/* The footprint's stated configuration (docs/c-sdk.md): 8 tools declared in a 2 KB
+ * scratch buffer; more than fit is refused at init, not cut. */
+static void test_footprint_configuration(void) {
+    static vrt_tool many[20];
+    static char names[20][16];
+    for (int k = 0; k < 20; k++) {
+        snprintf(names[k], sizeof names[k], "device.tool%d", k);
+        many[k].name = names[k];
+        many[k].description = "Switch the light.";
+        many[k].parameters_json = "{\"type\":\"object\",\"properties\":{\"on\":{\"type\":\"boolean\"}}}";
+    }
+    vrt_client c;
+    vrt_config cfg = {0};
+    cfg.kept = &kept[0][0];
+    cfg.kept_slots = 4;
+    cfg.kept_slot_size = 512;
+    cfg.scratch = scratch;
+    cfg.scratch_size = 2048;
+    cfg.tokens = tokens;
+    cfg.token_count = 128;
+    cfg.write = on_write;
+    cfg.tools = many;
+    cfg.tool_count = 8;
+    CHECK(vrt_client_init(&c, &cfg) == VRT_OK, "8 tools in 2 KB of scratch");
+    cfg.tool_count = 20;
+    CHECK(vrt_client_init(&c, &cfg) == VRT_ERR_TOO_LARGE, "20 tools do not fit: refused at init");
+    CHECK(sizeof(vrt_client) < 24 * 1024, "the core's own RAM is under 24 KB: %zu", sizeof(vrt_client));
+}
+
 void test_client(void) {
+    test_footprint_configuration();
     test_hello_and_nothing_before_ready();
     test_sequencing_acks_dedupe();
     test_tools_one_at_a_time();
