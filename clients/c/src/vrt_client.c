@@ -401,10 +401,22 @@ static void on_tool_stream(vrt_client *c, const vrt_message *m) {
     if (is_closed(c, epoch) || phase < 0) return;                   /* §7.5: SHOULD discard */
     vrt_event ev;
     event_init(&ev, VRT_EV_TOOL_STREAM);
-    ev.json = m->json.js;
-    ev.json_len = m->json.len;
+    /* The member the phase carries (§7.5), raw, taken before strings are unescaped. */
+    vrt_slot member = VRT_SLOT_COUNT;
+    switch (phase) {
+    case VRT_PHASE_ARGUMENTS_DELTA: member = VRT_SLOT_DELTA; break;
+    case VRT_PHASE_ARGUMENTS_COMPLETE: member = VRT_SLOT_ARGUMENTS; break;
+    case VRT_PHASE_PROGRESS: member = VRT_SLOT_PROGRESS; break;
+    case VRT_PHASE_FAILED: member = VRT_SLOT_MESSAGE; break;
+    default: break;
+    }
+    if (member != VRT_SLOT_COUNT) raw_json(m, member, &ev.json, &ev.json_len);
     ev.epoch = epoch;
     ev.phase = vrt_phase_names[phase];
+    if (phase == VRT_PHASE_SETTLED) {
+        ev.ok = vrt_message_true(m, VRT_SLOT_OK);
+        ev.code = take_str(m, VRT_SLOT_CODE);
+    }
     char *id = take_str(m, VRT_SLOT_CALLID);
     if (!slot) {
         slot = &c->streams[c->stream_next];

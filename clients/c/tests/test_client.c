@@ -264,6 +264,40 @@ static void test_invalid_and_heartbeat(void) {
           "silent 2.5 intervals: close 4000 and resume (§4.4)");
 }
 
+static vrt_event last_stream;
+static char last_json[128];
+static void on_stream(void *ctx, const vrt_event *e) {
+    on_event(ctx, e);
+    if (e->type != VRT_EV_TOOL_STREAM) return;
+    last_stream = *e;
+    snprintf(last_json, sizeof last_json, "%.*s", (int)e->json_len, e->json ? e->json : "");
+}
+
+static void test_tool_stream(void) {
+    open_session();
+    C.cfg.emit = on_stream;
+    recv("{\"v\":1,\"seq\":1,\"type\":\"tool.stream\",\"callId\":\"c\\u0031\",\"name\":\"lookup\",\"turnId\":\"t\","
+         "\"epoch\":1,\"phase\":\"arguments-complete\",\"arguments\":{\"q\":\"\\u00e9\"}}", 2);
+    CHECK(!strcmp(last_stream.phase, "arguments-complete") && !strcmp(last_stream.call_id, "c1") &&
+              !strcmp(last_json, "{\"q\":\"\\u00e9\"}"),
+          "tool.stream: the phase's member, raw: %s", last_json);
+    CHECK(ev_count(VRT_EV_RUN_TOOL) == 0, "a tool.stream never runs anything (§7.5)");
+    recv("{\"v\":1,\"seq\":2,\"type\":\"tool.stream\",\"callId\":\"c1\",\"name\":\"lookup\",\"turnId\":\"t\","
+         "\"epoch\":1,\"phase\":\"settled\",\"ok\":false,\"code\":\"REJECTED\"}", 3);
+    CHECK(!strcmp(last_stream.phase, "settled") && !last_stream.ok && !strcmp(last_stream.code, "REJECTED"),
+          "settled, not ok, REJECTED");
+    int before = ev_count(VRT_EV_TOOL_STREAM);
+    recv("{\"v\":1,\"seq\":3,\"type\":\"tool.stream\",\"callId\":\"c1\",\"name\":\"lookup\",\"turnId\":\"t\","
+         "\"epoch\":1,\"phase\":\"progress\",\"progress\":1}", 4);
+    CHECK(ev_count(VRT_EV_TOOL_STREAM) == before, "nothing about a call after its terminal phase (§7.5)");
+    recv("{\"v\":1,\"seq\":4,\"type\":\"turn.state\",\"turnId\":\"t2\",\"epoch\":2,\"state\":\"acting\"}", 5);
+    recv("{\"v\":1,\"seq\":5,\"type\":\"tool.stream\",\"callId\":\"c2\",\"name\":\"lookup\",\"turnId\":\"t\","
+         "\"epoch\":2,\"phase\":\"start\"}", 5);
+    vrt_client_interrupt(&C, "user", 6, NULL);
+    CHECK(!strcmp(last_stream.phase, "cancelled") && !strcmp(last_stream.call_id, "c2"),
+          "a local interrupt cancels the unterminated call of the closed epoch (§7.5)");
+}
+
 static void test_init_limits(void) {
     vrt_client c;
     vrt_config cfg = {0};
@@ -327,5 +361,6 @@ void test_client(void) {
     test_limits();
     test_audio_and_playback();
     test_invalid_and_heartbeat();
+    test_tool_stream();
     test_init_limits();
 }

@@ -85,7 +85,8 @@ typedef enum {
     VRT_EV_PLAYBACK_STOP,  /* epoch: stop playback, discard buffered audio (§8.4) */
     VRT_EV_INTERRUPTED,    /* epoch, local: the epoch closed (§6.2) */
     VRT_EV_TOOL_PREVIEW,   /* call_id, turn_id, epoch, json (preview): display only (§7.4) */
-    VRT_EV_TOOL_STREAM,    /* call_id, name, turn_id, epoch, phase, json (the message) (§7.5) */
+    VRT_EV_TOOL_STREAM,    /* call_id, name, turn_id, epoch, phase, json (delta, arguments,
+                              progress or message, raw), ok and code (settled) (§7.5) */
     VRT_EV_RUN_TOOL,       /* call_id, name, json (arguments), turn_id, epoch: run it now */
     VRT_EV_CANCEL_TOOL     /* call_id: cancel the running call; its result is already sent */
 } vrt_event_type;
@@ -99,7 +100,7 @@ typedef struct {
     size_t text_len, json_len, payload_len;
     const uint8_t *payload;
     uint32_t epoch;
-    int resumed, recoverable, final, local;
+    int resumed, recoverable, final, local, ok;
     vrt_format input, output;
 } vrt_event;
 
