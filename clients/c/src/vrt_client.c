@@ -98,16 +98,20 @@ typedef struct {
 
 static vrt_status input(vrt_client *c, vrt_input in, arg_t *a, vrt_ms now);
 
-static char *take_str(const vrt_message *m, vrt_slot slot) {
-    /* Unescape a string member in place: the text never grows, and the member is not
-     * read as JSON again. */
+/* Unescape a string member in place (the text never grows, and the member is not read
+ * as JSON again); its length in *len, which counts any \u0000 inside. */
+static char *take_str_len(const vrt_message *m, vrt_slot slot, size_t *len) {
     int i = m->member[slot];
     if (i < 0 || m->json.tok[i].type != JSMN_STRING) return NULL;
     char *start = (char *)m->json.js + m->json.tok[i].start;
     size_t room = (size_t)(m->json.tok[i].end - m->json.tok[i].start) + 1; /* + the quote */
-    if (vrt_json_str_copy(&m->json, i, start, room) < 0) return NULL;
+    int n = vrt_json_str_copy(&m->json, i, start, room);
+    if (n < 0) return NULL;
+    if (len) *len = (size_t)n;
     return start;
 }
+
+static char *take_str(const vrt_message *m, vrt_slot slot) { return take_str_len(m, slot, NULL); }
 
 static void raw_json(const vrt_message *m, vrt_slot slot, const char **p, size_t *n) {
     int i = m->member[slot];
@@ -755,8 +759,7 @@ static void handle(vrt_client *c, const vrt_message *m, vrt_ms now) {
         break;
     case VRT_S_TEXT:
         event_init(&ev, VRT_EV_TEXT);
-        ev.text = take_str(m, VRT_SLOT_TEXT);
-        ev.text_len = strlen(ev.text);
+        ev.text = take_str_len(m, VRT_SLOT_TEXT, &ev.text_len);
         ev.turn_id = take_str(m, VRT_SLOT_TURNID);
         emit(c, &ev);
         break;
@@ -764,8 +767,7 @@ static void handle(vrt_client *c, const vrt_message *m, vrt_ms now) {
         event_init(&ev, VRT_EV_TRANSCRIPT);
         ev.final = vrt_message_true(m, VRT_SLOT_FINAL);
         ev.role = take_str(m, VRT_SLOT_ROLE);
-        ev.text = take_str(m, VRT_SLOT_TEXT);
-        ev.text_len = strlen(ev.text);
+        ev.text = take_str_len(m, VRT_SLOT_TEXT, &ev.text_len);
         ev.item_id = take_str(m, VRT_SLOT_ITEMID);
         ev.turn_id = take_str(m, VRT_SLOT_TURNID);
         emit(c, &ev);

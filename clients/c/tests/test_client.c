@@ -28,12 +28,15 @@ static void on_write(void *ctx, const vrt_output *o) {
     l->n_out++;
 }
 
+static size_t last_text_len;
+
 static void on_event(void *ctx, const vrt_event *e) {
     log_t *l = ctx;
     if (l->n_ev >= MAX_LOG) return;
     l->ev[l->n_ev] = e->type;
     const char *s = e->call_id ? e->call_id : e->text ? e->text : e->code ? e->code : e->item_id ? e->item_id : "";
     snprintf(l->ev_text[l->n_ev], 256, "%s", s);
+    if (e->type == VRT_EV_TEXT) last_text_len = e->text_len;
     l->n_ev++;
 }
 
@@ -124,12 +127,14 @@ static void test_sequencing_acks_dedupe(void) {
     recv(t1, 20);
     CHECK(ev_count(VRT_EV_TEXT) == 1 && !strcmp(L.ev_text[L.n_ev - 1], "h\xc3\xa9llo"),
           "a duplicate is not handled again (§4.3); text unescaped");
+    recv("{\"v\":1,\"seq\":2,\"type\":\"text\",\"text\":\"a\\u0000b\",\"turnId\":\"t\"}", 10);
+    CHECK(L.ev[L.n_ev - 1] == VRT_EV_TEXT && last_text_len == 3, "text_len counts an escaped NUL: %zu", last_text_len);
     vrt_ms at = 0;
     CHECK(vrt_client_deadline(&C, &at) && at == 260, "ack due 250 ms after the first message (§4.2): %llu",
           (unsigned long long)at);
     int before = L.n_out;
     vrt_client_on_timer(&C, at);
-    CHECK(out_has(before, "{\"v\":1,\"seq\":0,\"type\":\"ack\",\"upTo\":1}") >= 0, "ack upTo 1");
+    CHECK(out_has(before, "{\"v\":1,\"seq\":0,\"type\":\"ack\",\"upTo\":2}") >= 0, "ack upTo 2");
     CHECK(vrt_client_send_text(&C, "a", 300) == VRT_OK && out_has(before, "\"seq\":1,\"type\":\"text\"") >= 0,
           "first sequenced message has seq 1 (§4.1)");
 }
