@@ -111,6 +111,9 @@ esp_err_t vrt_esp_start(vrt_esp *t, vrt_client *client, const vrt_esp_config *cf
     ws.crt_bundle_attach = cfg->crt_bundle_attach;
     ws.reconnect_timeout_ms = cfg->reconnect_ms > 0 ? cfg->reconnect_ms : 1000;
     ws.network_timeout_ms = 10000;
+    /* The core runs in the websocket task: about 1.1 KB of its own stack (docs/c-sdk.md)
+     * plus the application's callbacks, beyond the 4 KB the task has by default. */
+    ws.task_stack = 6144;
     t->ws = esp_websocket_client_init(&ws);
     if (!t->ws) return ESP_ERR_NO_MEM;
     esp_websocket_register_events(t->ws, WEBSOCKET_EVENT_ANY, on_ws_event, t);

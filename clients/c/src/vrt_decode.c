@@ -139,8 +139,9 @@ vrt_error_code vrt_decode_server(vrt_message *m, const char *text, size_t len, j
     m->seq = 0;
     m->type = VRT_S_COUNT;
     int r = vrt_json_parse(j, text, len, tok, cap);
-    if (r == VRT_JSON_TOO_BIG) {
-        why = "the message has more JSON tokens than this client's limit (§11)";
+    if (r == VRT_JSON_TOO_BIG || r == VRT_JSON_TOO_DEEP) {
+        why = r == VRT_JSON_TOO_BIG ? "the message has more JSON tokens than this client's limit (§11)"
+                                    : "the message nests deeper than this client's limit (§11)";
         code = VRT_E_LIMIT_EXCEEDED;
         goto out;
     }

@@ -131,37 +131,74 @@ int vrt_json_skip(const vrt_json *j, int i) {
     return i;
 }
 
-/* Check the separators between the children of container i; return the index after it. */
-static int check_container(const vrt_json *j, int i, int *ok) {
-    const jsmntok_t *t = &j->tok[i];
-    int is_object = t->type == JSMN_OBJECT;
-    int pos = t->start + 1; /* just after the opening bracket */
-    int k = i + 1;
-    for (int child = 0; child < t->size; child++) {
-        if (k >= j->count) { *ok = 0; return k; }
-        const jsmntok_t *c = &j->tok[k];
-        if (!gap_is(j->js, pos, outer_start(c), child ? ',' : 0)) { *ok = 0; return k; }
-        if (is_object) {
-            if (c->type != JSMN_STRING || c->size != 1) { *ok = 0; return k; }
-            const jsmntok_t *v = &j->tok[k + 1];
-            if (k + 1 >= j->count || !gap_is(j->js, outer_end(c), outer_start(v), ':')) {
-                *ok = 0;
-                return k;
-            }
-            k++;
+/* The separators between values (RFC 8259 §2, §4, §5), which jsmn does not check, in
+ * one pass over the tokens. No recursion: an explicit stack of VRT_JSON_MAX_DEPTH open
+ * containers (12 bytes each); deeper is VRT_JSON_TOO_DEEP. */
+static int check_structure(const vrt_json *j) {
+    struct {
+        int index, remaining, pos; /* the container, its children left, the text checked up to */
+    } open[VRT_JSON_MAX_DEPTH];
+    const jsmntok_t *tok = j->tok;
+    if (tok[0].type != JSMN_OBJECT && tok[0].type != JSMN_ARRAY) return j->count == 1 ? VRT_JSON_OK : VRT_JSON_MALFORMED;
+    int depth = 1, k = 1;
+    open[0].index = 0;
+    open[0].remaining = tok[0].size;
+    open[0].pos = tok[0].start + 1;
+    while (depth > 0) {
+        int p = depth - 1;
+        const jsmntok_t *t = &tok[open[p].index];
+        if (open[p].remaining == 0) {
+            if (!gap_is(j->js, open[p].pos, t->end - 1, 0)) return VRT_JSON_MALFORMED;
+            depth--;
+            if (depth > 0) open[depth - 1].pos = t->end;
+            continue;
         }
-        const jsmntok_t *v = &j->tok[k];
-        if (v->type == JSMN_OBJECT || v->type == JSMN_ARRAY) {
-            k = check_container(j, k, ok);
-            if (!*ok) return k;
+        if (k >= j->count) return VRT_JSON_MALFORMED;
+        const jsmntok_t *c = &tok[k];
+        if (!gap_is(j->js, open[p].pos, outer_start(c), open[p].remaining < t->size ? ',' : 0))
+            return VRT_JSON_MALFORMED;
+        if (t->type == JSMN_OBJECT) {
+            if (c->type != JSMN_STRING || c->size != 1 || k + 1 >= j->count ||
+                !gap_is(j->js, outer_end(c), outer_start(&tok[k + 1]), ':'))
+                return VRT_JSON_MALFORMED;
+            c = &tok[++k];
+        }
+        open[p].remaining--;
+        if (c->type == JSMN_OBJECT || c->type == JSMN_ARRAY) {
+            if (depth == VRT_JSON_MAX_DEPTH) return VRT_JSON_TOO_DEEP;
+            open[depth].index = k;
+            open[depth].remaining = c->size;
+            open[depth].pos = c->start + 1;
+            depth++;
         } else {
-            if (v->size != 0) { *ok = 0; return k; }
-            k++;
+            if (c->size != 0) return VRT_JSON_MALFORMED;
+            open[p].pos = outer_end(c);
         }
-        pos = outer_end(v);
+        k++;
     }
-    if (!gap_is(j->js, pos, t->end - 1, 0)) *ok = 0;
-    return k;
+    return k == j->count ? VRT_JSON_OK : VRT_JSON_MALFORMED;
+}
+
+/* Whether the text nests deeper than VRT_JSON_MAX_DEPTH, in one pass over its bytes:
+ * checked before jsmn runs, whose closing of a container walks back over the tokens
+ * (quadratic in the nesting depth), and so that the structure check needs no more than
+ * VRT_JSON_MAX_DEPTH levels of stack. */
+static int too_deep(const char *js, size_t len) {
+    int depth = 0, in_string = 0;
+    for (size_t k = 0; k < len; k++) {
+        char c = js[k];
+        if (in_string) {
+            if (c == '\\') k++;
+            else if (c == '"') in_string = 0;
+        } else if (c == '"') {
+            in_string = 1;
+        } else if (c == '{' || c == '[') {
+            if (++depth > VRT_JSON_MAX_DEPTH) return 1;
+        } else if (c == '}' || c == ']') {
+            depth--;
+        }
+    }
+    return 0;
 }
 
 int vrt_json_parse(vrt_json *j, const char *js, size_t len, jsmntok_t *tok, unsigned cap) {
@@ -172,6 +209,7 @@ int vrt_json_parse(vrt_json *j, const char *js, size_t len, jsmntok_t *tok, unsi
     j->tok = tok;
     j->count = 0;
     if (len > 0x7fffffff) return VRT_JSON_TOO_BIG;
+    if (too_deep(js, len)) return VRT_JSON_TOO_DEEP;
     int r = jsmn_parse(&parser, js, len, tok, cap);
     if (r == JSMN_ERROR_NOMEM) return VRT_JSON_TOO_BIG;
     if (r <= 0) return VRT_JSON_MALFORMED;
@@ -189,14 +227,7 @@ int vrt_json_parse(vrt_json *j, const char *js, size_t len, jsmntok_t *tok, unsi
         if (t->type == JSMN_STRING && !check_string(js + t->start, t->end - t->start))
             return VRT_JSON_MALFORMED;
     }
-    if (root->type == JSMN_OBJECT || root->type == JSMN_ARRAY) {
-        int ok = 1;
-        int end = check_container(j, 0, &ok);
-        if (!ok || end != r) return VRT_JSON_MALFORMED;
-    } else if (r != 1) {
-        return VRT_JSON_MALFORMED;
-    }
-    return VRT_JSON_OK;
+    return check_structure(j);
 }
 
 void vrt_str_begin(const vrt_json *j, int i, vrt_str_iter *it) {

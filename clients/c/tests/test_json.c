@@ -42,4 +42,17 @@ void test_json(void) {
     CHECK(vrt_json_parse(&j, dup, strlen(dup), tok, 16) == VRT_JSON_OK && vrt_json_has_duplicates(&j),
           "names compared unescaped");
     CHECK(vrt_json_parse(&j, "[1,2,3]", 7, tok, 2) == VRT_JSON_TOO_BIG, "token limit");
+    /* Nesting: 64 levels pass; 100000 are refused without recursion (a device's stack
+     * is small), in one pass. */
+    static char deep[200002];
+    static jsmntok_t deep_tok[100001];
+    memset(deep, '[', 64);
+    memset(deep + 64, ']', 64);
+    CHECK(vrt_json_parse(&j, deep, 128, deep_tok, 100001) == VRT_JSON_OK, "64 levels");
+    memset(deep, '[', 100000);
+    memset(deep + 100000, ']', 100000);
+    CHECK(vrt_json_parse(&j, deep, 200000, deep_tok, 100001) == VRT_JSON_TOO_DEEP, "100000 levels");
+    CHECK(vrt_json_parse(&j, "[[1],[2,{\"a\":[3]}]]", 19, tok, 16) == VRT_JSON_OK, "siblings after a nested one");
+    CHECK(vrt_json_parse(&j, "[[1] [2]]", 9, tok, 16) == VRT_JSON_MALFORMED, "a missing comma after a nested one");
+    CHECK(vrt_json_parse(&j, "{\"a\":{}\"b\":1}", 14, tok, 16) == VRT_JSON_MALFORMED, "a missing comma in an object");
 }

@@ -21,6 +21,14 @@ void test_vectors(void) {
             CHECK(strcmp(got, v->error) == 0, "%s: want %s, decoded %s (%s)", v->id, v->error,
                   code == VRT_E_NONE ? "valid" : got, why);
     }
+    /* §11, beyond the vectors: nesting deeper than the limit is LIMIT_EXCEEDED. */
+    static char deep[300];
+    int n = snprintf(deep, sizeof deep, "{\"v\":1,\"seq\":1,\"type\":\"text\",\"turnId\":null,\"text\":\"x\",\"u\":");
+    for (int k = 0; k < 70; k++) deep[n++] = '[';
+    for (int k = 0; k < 70; k++) deep[n++] = ']';
+    deep[n++] = '}';
+    vrt_message m;
+    CHECK(vrt_decode_server(&m, deep, (size_t)n, tok, 512, NULL) == VRT_E_LIMIT_EXCEEDED, "nesting beyond 64");
     for (size_t k = 0; k < sizeof binary_vectors / sizeof binary_vectors[0]; k++) {
         const vrt_binary_vector *v = &binary_vectors[k];
         uint32_t seq = 0;

@@ -24,9 +24,16 @@ typedef struct {
     int count;
 } vrt_json;
 
-enum { VRT_JSON_OK = 0, VRT_JSON_MALFORMED = -1, VRT_JSON_TOO_BIG = -2 };
+enum { VRT_JSON_OK = 0, VRT_JSON_MALFORMED = -1, VRT_JSON_TOO_BIG = -2, VRT_JSON_TOO_DEEP = -3 };
 
-/* Tokenize and check `js`; VRT_JSON_TOO_BIG when `cap` tokens are not enough. */
+/* Nesting accepted, the outermost value being depth 1 (§11; as the Python core's
+ * max_depth). Checking costs 12 bytes of stack per level. */
+#ifndef VRT_JSON_MAX_DEPTH
+#define VRT_JSON_MAX_DEPTH 64
+#endif
+
+/* Tokenize and check `js`; VRT_JSON_TOO_BIG when `cap` tokens are not enough,
+ * VRT_JSON_TOO_DEEP when it nests deeper than VRT_JSON_MAX_DEPTH. */
 int vrt_json_parse(vrt_json *j, const char *js, size_t len, jsmntok_t *tok, unsigned cap);
 /* The index just after token i and everything inside it. */
 int vrt_json_skip(const vrt_json *j, int i);
