@@ -798,6 +798,13 @@ static void handle(vrt_client *c, const vrt_message *m, vrt_ms now) {
         return (s);     \
     } while (0)
 
+/* JSON the application hands: VRT_ERR_INVALID when it is not JSON, VRT_ERR_TOO_LARGE
+ * when it has more tokens or levels than the client checks (token_count, 64 levels). */
+static vrt_status json_status(const char *s, jsmntok_t *tokens, size_t count) {
+    int r = vrt_json_check(s, strlen(s), tokens, (unsigned)count);
+    return r == VRT_JSON_OK ? VRT_OK : r == VRT_JSON_MALFORMED ? VRT_ERR_INVALID : VRT_ERR_TOO_LARGE;
+}
+
 static int tool_name_ok(const char *s) {
     size_t n = strlen(s);
     if (n < 1 || n > 64) return 0;
@@ -839,15 +846,14 @@ vrt_status vrt_client_init(vrt_client *c, const vrt_config *cfg) {
         for (size_t o = 0; o < k; o++)
             if (!strcmp(cfg->tools[o].name, cfg->tools[k].name)) return VRT_ERR_INVALID; /* §5.2 */
         const char *p = cfg->tools[k].parameters_json;
-        if (p && (!vrt_json_valid(p, strlen(p), cfg->tokens, (unsigned)cfg->token_count) || p[0] != '{'))
+        if (p && (json_status(p, cfg->tokens, cfg->token_count) != VRT_OK || p[0] != '{'))
             return VRT_ERR_INVALID;
         if (cfg->tools[k].description && !vrt_utf8_valid(cfg->tools[k].description, strlen(cfg->tools[k].description)))
             return VRT_ERR_INVALID;
     }
     for (size_t k = 0; k < cfg->capability_count; k++)
         if (!capability_ok(cfg->capabilities[k])) return VRT_ERR_INVALID;
-    if (cfg->context_json &&
-        !vrt_json_valid(cfg->context_json, strlen(cfg->context_json), cfg->tokens, (unsigned)cfg->token_count))
+    if (cfg->context_json && json_status(cfg->context_json, cfg->tokens, cfg->token_count) != VRT_OK)
         return VRT_ERR_INVALID;
     if (cfg->auth && !vrt_utf8_valid(cfg->auth, strlen(cfg->auth))) return VRT_ERR_INVALID;
     vrt_jw w;
@@ -998,7 +1004,8 @@ vrt_status vrt_client_send_text(vrt_client *c, const char *text, vrt_ms now) {
 vrt_status vrt_client_update_context(vrt_client *c, const char *context_json, vrt_ms now) {
     ENTER(c);
     const char *raw = context_json ? context_json : "null";
-    if (!vrt_json_valid(raw, strlen(raw), c->cfg.tokens, (unsigned)c->cfg.token_count)) LEAVE(c, VRT_ERR_INVALID);
+    vrt_status valid = json_status(raw, c->cfg.tokens, c->cfg.token_count);
+    if (valid != VRT_OK) LEAVE(c, valid);
     LEAVE(c, send_sequenced(c, "context", "context", NULL, raw, now));
 }
 
@@ -1062,8 +1069,8 @@ vrt_status vrt_client_tool_finished(vrt_client *c, const char *id, int ok, const
     int r = running_index(c);
     if (r < 0 || strcmp(call_id(c, (size_t)r), id)) LEAVE(c, VRT_ERR_UNKNOWN);
     const char *output = output_json ? output_json : "null";
-    if (ok && !vrt_json_valid(output, strlen(output), c->cfg.tokens, (unsigned)c->cfg.token_count))
-        LEAVE(c, VRT_ERR_INVALID);
+    vrt_status valid = ok ? json_status(output, c->cfg.tokens, c->cfg.token_count) : VRT_OK;
+    if (valid != VRT_OK) LEAVE(c, valid);
     if (!ok && (!code || failure_index(code) < 0 || (message && !vrt_utf8_valid(message, strlen(message)))))
         LEAVE(c, VRT_ERR_INVALID);
     call_hdr *h = call_at(c, (size_t)r);

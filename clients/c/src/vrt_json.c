@@ -442,17 +442,14 @@ int vrt_utf8_valid(const char *s, size_t n) {
     return 1;
 }
 
-int vrt_json_valid(const char *s, size_t n, jsmntok_t *tok, unsigned cap) {
-    /* jsmn's strict mode wants a delimiter after a top-level primitive: wrap it. */
-    vrt_json j;
-    if (n && s[0] != '{' && s[0] != '[' && s[0] != '"') {
-        const char *p = s;
-        while (p < s + n && is_ws(*p)) p++;
-        if (p < s + n && *p != '{' && *p != '[' && *p != '"') {
-            const char *e = s + n;
-            while (e > p && is_ws(e[-1])) e--;
-            return check_primitive(p, (int)(e - p));
-        }
+int vrt_json_check(const char *s, size_t n, jsmntok_t *tok, unsigned cap) {
+    /* jsmn's strict mode wants a delimiter after a top-level primitive: check it alone. */
+    const char *p = s, *e = s + n;
+    while (p < e && is_ws(*p)) p++;
+    if (p < e && *p != '{' && *p != '[' && *p != '"') {
+        while (e > p && is_ws(e[-1])) e--;
+        return check_primitive(p, (int)(e - p)) ? VRT_JSON_OK : VRT_JSON_MALFORMED;
     }
-    return vrt_json_parse(&j, s, n, tok, cap) == VRT_JSON_OK;
+    vrt_json j;
+    return vrt_json_parse(&j, s, n, tok, cap);
 }

@@ -149,6 +149,12 @@ static void test_tools_one_at_a_time(void) {
          "\"turnId\":\"t\",\"epoch\":1}", 6);
     CHECK(ev_count(VRT_EV_RUN_TOOL) == 1, "one call runs at a time (§7.1)");
     CHECK(vrt_client_tool_finished(&C, "c2", 1, "{}", NULL, NULL, 7) == VRT_ERR_UNKNOWN, "only the running call");
+    CHECK(vrt_client_tool_finished(&C, "c1", 1, "{\"a\":", NULL, NULL, 8) == VRT_ERR_INVALID, "output not JSON");
+    static char wide[1200];
+    for (int k = 0; k < 598; k++) wide[k] = k == 0 ? '[' : k % 2 ? '1' : ',';
+    wide[598] = ']'; /* [1,1,...,1]: 299 values */
+    CHECK(vrt_client_tool_finished(&C, "c1", 1, wide, NULL, NULL, 8) == VRT_ERR_TOO_LARGE,
+          "output of more tokens than the client checks: too large, not invalid");
     CHECK(vrt_client_tool_finished(&C, "c1", 1, "{\"slept\":5}", NULL, NULL, 8) == VRT_OK, "finish c1");
     CHECK(out_has(0, "\"type\":\"tool.result\",\"callId\":\"c1\",\"epoch\":1,\"ok\":true,\"output\":{\"slept\":5}") >= 0,
           "c1 result");

@@ -219,6 +219,7 @@ vrt_status vrt_client_send_audio(vrt_client *c, const uint8_t *payload, size_t l
 /* The running call ended: output_json on success (NULL: null), else code (one of
  * INTERRUPTED, REJECTED, INVALID, TIMEOUT, FAILED; §7.3) and message. VRT_ERR_UNKNOWN:
  * not the running call (e.g. answered INTERRUPTED already: the outcome is discarded).
+ * VRT_ERR_INVALID: output_json is not JSON, or code is not a failure code.
  * VRT_ERR_FULL / VRT_ERR_TOO_LARGE: nothing sent, the call still runs: retry later, or
  * finish it with a failure. */
 vrt_status vrt_client_tool_finished(vrt_client *c, const char *call_id, int ok,

@@ -63,7 +63,8 @@ vrt_num vrt_json_u32(const vrt_json *j, int i, uint32_t *out);
 int vrt_json_is_literal(const vrt_json *j, int i, const char *lit);
 /* Whether s[0..n) is UTF-8 (RFC 3629). */
 int vrt_utf8_valid(const char *s, size_t n);
-/* Whether s[0..n) is one JSON value (RFC 8259), with `cap` tokens to check it. */
-int vrt_json_valid(const char *s, size_t n, jsmntok_t *tok, unsigned cap);
+/* Whether s[0..n) is one JSON value (RFC 8259), with `cap` tokens to check it: a
+ * VRT_JSON_* code. */
+int vrt_json_check(const char *s, size_t n, jsmntok_t *tok, unsigned cap);
 
 #endif
