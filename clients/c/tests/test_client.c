@@ -241,6 +241,22 @@ static void test_limits(void) {
           "a call larger than a call slot fails with a clear message");
 }
 
+static void test_queue_and_kept_full(void) {
+    open_session();
+    for (int k = 0; k < 4; k++) vrt_client_send_text(&C, "m", 2);
+    char call[256];
+    for (int k = 1; k <= 4; k++) {
+        snprintf(call, sizeof call,
+                 "{\"v\":1,\"seq\":%d,\"type\":\"tool.call\",\"callId\":\"c%d\",\"name\":\"slow\","
+                 "\"arguments\":{},\"turnId\":\"t\",\"epoch\":1}", k, k);
+        recv(call, 3);
+    }
+    CHECK(ev_count(VRT_EV_RUN_TOOL) == 1 && L.ev[L.n_ev - 1] == VRT_EV_ERROR && !strcmp(L.ev_text[L.n_ev - 1], "LIMIT_EXCEEDED"),
+          "a fourth call with the queue and every kept slot full: LIMIT_EXCEEDED, said");
+    recv("{\"v\":1,\"seq\":0,\"type\":\"ack\",\"upTo\":4}", 4);
+    CHECK(vrt_client_tool_finished(&C, "c1", 1, "1", NULL, NULL, 5) == VRT_OK, "the queue then goes on");
+}
+
 static void test_audio_and_playback(void) {
     open_session();
     uint8_t frame[5 + 960] = {2, 0, 0, 0, 0};
@@ -370,6 +386,7 @@ void test_client(void) {
     test_epoch_gate();
     test_resume();
     test_limits();
+    test_queue_and_kept_full();
     test_audio_and_playback();
     test_invalid_and_heartbeat();
     test_tool_stream();
