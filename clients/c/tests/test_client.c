@@ -291,12 +291,19 @@ static void test_invalid_and_heartbeat(void) {
           "silent 2.5 intervals: close 4000 and resume (§4.4)");
 }
 
-static vrt_event last_stream;
+/* What the last tool.stream event said, copied: its strings live only during the callback. */
+static struct {
+    char phase[32], call_id[32], code[32];
+    int ok;
+} last_stream;
 static char last_json[128];
 static void on_stream(void *ctx, const vrt_event *e) {
     on_event(ctx, e);
     if (e->type != VRT_EV_TOOL_STREAM) return;
-    last_stream = *e;
+    snprintf(last_stream.phase, sizeof last_stream.phase, "%s", e->phase);
+    snprintf(last_stream.call_id, sizeof last_stream.call_id, "%s", e->call_id ? e->call_id : "");
+    snprintf(last_stream.code, sizeof last_stream.code, "%s", e->code ? e->code : "");
+    last_stream.ok = e->ok;
     snprintf(last_json, sizeof last_json, "%.*s", (int)e->json_len, e->json ? e->json : "");
 }
 
