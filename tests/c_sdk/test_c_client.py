@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import os
 import re
+import shutil
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -135,3 +136,26 @@ def test_chat_over_tls(build: Path, tls_server: tuple[str, Path], tmp_path: Path
     assert refused.returncode == 1
     assert "Certificate verification failed" in refused.stderr
     assert "agent:" not in refused.stdout
+
+
+def test_core_calls_nothing_but_memory_and_string_functions(build: Path) -> None:
+    """The core allocates nothing and does no I/O: the only functions outside it that
+    libvrt_core.a calls are the C library's mem* and str* (no malloc, no free, no clock,
+    no socket, no printf)."""
+    nm = shutil.which("nm")
+    if nm is None:
+        pytest.skip("nm (binutils) is needed to read the library's symbols")
+    listing = subprocess.run(
+        [nm, str(build / "libvrt_core.a")], capture_output=True, text=True, check=True
+    ).stdout
+    defined, undefined = set(), set()
+    for line in listing.splitlines():
+        parts = line.split()
+        if len(parts) == 2 and parts[0] == "U":
+            undefined.add(parts[1])
+        elif len(parts) == 3:
+            defined.add(parts[2])
+    allowed = {"memcmp", "memcpy", "memmove", "memset", "strcmp", "strlen", "strncmp"}
+    # A sanitized build (VRT_SANITIZE) also calls its sanitizers' runtime.
+    outside = {name for name in undefined - defined if not name.startswith(("__asan", "__ubsan"))}
+    assert outside <= allowed, outside
