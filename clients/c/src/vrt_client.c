@@ -657,8 +657,14 @@ static void report(vrt_client *c, arg_t *a) {
 }
 
 static void clear_calls(vrt_client *c) {
-    /* §5.4: after the session ends nothing old is ever resent, here or elsewhere. */
-    c->call_count = 0;
+    /* §5.4: after the session ends nothing old is ever resent, here or elsewhere: queued
+     * calls are dropped. The running one stays known, so that the application's
+     * tool_finished() (VRT_ERR_STATE, nothing sent) and a cancellation still find it. */
+    size_t k = 0;
+    while (k < c->call_count) {
+        if (call_at(c, k)->state == CALL_RUNNING) k++;
+        else call_remove(c, k);
+    }
 }
 
 static void session_failed(vrt_client *c, const char *code, const char *message) {
@@ -1012,7 +1018,6 @@ vrt_status vrt_client_update_context(vrt_client *c, const char *context_json, vr
 vrt_status vrt_client_interrupt(vrt_client *c, const char *reason, vrt_ms now, uint32_t *epoch_out) {
     ENTER(c);
     if (strcmp(reason, "speech") && strcmp(reason, "user") && strcmp(reason, "keyboard")) LEAVE(c, VRT_ERR_INVALID);
-    if (c->state == VRT_STATE_CLOSED) LEAVE(c, VRT_ERR_STATE);
     uint32_t epoch = c->observed_epoch;
     vrt_jw w;
     vrt_status s = kept_reserve(c, &w);
