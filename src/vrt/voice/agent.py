@@ -48,7 +48,7 @@ from ..agents.base import (
 )
 from ..protocol.messages import PCM16_24K, Format
 from .brain import BrainSession, HeardAware
-from .clauses import ClauseSplitter
+from .clauses import ClauseSplitter, speakable
 from .codec import FRAME_MS, OPUS_AVAILABLE, InputDecoder, OutputEncoder
 from .stages import (
     SAMPLE_RATE,
@@ -96,6 +96,10 @@ class VoiceConfig:
     #: clause after it ends at twice the words of the one before at most (clauses.py),
     #: so that it is synthesised while the one before plays.
     first_clause_words: float = 4
+    #: Characters of one reply that are spoken (about two minutes of speech): the reply's
+    #: text goes to the client whole, its speech stops there with a recoverable
+    #: AGENT_ERROR saying so (docs/limits.md).
+    max_reply_chars: float = 2000
 
 
 @dataclass(frozen=True, slots=True)
@@ -153,6 +157,9 @@ class _Speaker:
         self.splitter = ClauseSplitter(int(agent.config.first_clause_words))
         self.received = ""  # every chunk, joined as sent
         self.taken = ""  # the text handed to the synthesiser so far
+        self.fed = 0  # characters handed to the splitter
+        self.limit = int(agent.config.max_reply_chars)
+        self.capped = False  # the reply is longer than the speech of it
         self.clauses: list[_Clause] = []
         self.queue: asyncio.Queue[str | None] = asyncio.Queue()
         self.item: AudioItem | None = None
@@ -170,17 +177,36 @@ class _Speaker:
         if self.timing is not None and self.timing.reply is None:
             self.timing.reply = asyncio.get_running_loop().time()
         self.received += chunk
-        for clause in self.splitter.add(chunk):
-            self._take(clause)
+        self._feed(chunk)
 
     def transcript(self, text: str) -> None:
         """The brain's final transcript says exactly what the reply is: a brain that
         streams one word per chunk (the scripted agent) has no spaces in its chunks."""
         if not self.taken:
-            self.splitter.replace(text)
+            self.splitter.replace("")
+            self.fed = 0
+            self._feed(text)
         elif text.startswith(self.received) and len(text) > len(self.received):
-            self.splitter.add(text[len(self.received) :])
+            self._feed(text[len(self.received) :])
         self.received = text
+
+    def _feed(self, text: str) -> None:
+        """Hand ``text`` to the splitter, up to the reply's speech limit: past it, one
+        recoverable error says the speech stops there (the text went to the client)."""
+        room = self.limit - self.fed
+        if len(text) > room:
+            text = text[: max(0, room)]
+            if not self.capped:
+                self.capped = True
+                self.session.error(
+                    f"this reply is spoken up to {self.limit} characters; its text is complete",
+                    recoverable=True,
+                )
+        if not text:
+            return
+        self.fed += len(text)
+        for clause in self.splitter.add(text):
+            self._take(clause)
 
     def finish(self) -> None:
         for clause in self.splitter.finish():
@@ -188,6 +214,9 @@ class _Speaker:
         self.queue.put_nowait(None)
 
     def _take(self, clause: str) -> None:
+        clause = speakable(clause)
+        if not clause:
+            return
         self.taken = f"{self.taken} {clause}".strip()
         self.queue.put_nowait(clause)
 
@@ -302,6 +331,7 @@ class _Utterance:
     recognition: Recognition
     turn: Turn
     timing: Timing
+    serial: int
     #: Everything fed, so that speech resuming before the final joins this utterance.
     audio: list[Samples] = field(default_factory=list)
     samples: int = 0
@@ -338,6 +368,7 @@ class VoiceAgent:
         self._speaker: _Speaker | None = None
         self._speakers: dict[str, _Speaker] = {}  # by item id, for playback reports
         self._tasks: set[asyncio.Task[None]] = set()
+        self._utterances = 0  # utterances begun, numbering each
 
     # -- the session --
 
@@ -372,6 +403,24 @@ class VoiceAgent:
                 self._speaker.stop()
             with contextlib.suppress(asyncio.CancelledError, Exception):
                 await brain
+            self._release()
+
+    def _release(self) -> None:
+        """Drop every reference from this agent to its session's parts. The brain's
+        session names this agent as its listener and each speaker names it too: left in
+        place, these cycles would keep an ended session's megabytes (decoder, detector,
+        speech) until a full collection, which the server's collector tuning makes rare
+        (``vrt.server.gc_tuning``). Freed by reference counting alone, they go at once."""
+        brain_session, self._brain_session = self._brain_session, None
+        if brain_session is not None:
+            del brain_session.listener
+        self._speakers.clear()
+        self._speaker = None
+        self._utterance = self._finishing = None
+        self._decoder = None
+        self._detector = None
+        self._tasks.clear()
+        self._session = None
 
     def handle(self, event: AgentInput) -> None:
         if isinstance(event, AudioReceived):
@@ -452,11 +501,17 @@ class VoiceAgent:
             prior.recognition.cancel()
             carried = prior.audio
 
+        self._utterances += 1
+        serial = self._utterances
+
         def partial(text: str) -> None:
-            if self._utterance is utterance and turn.active:
+            # By number, not by the utterance itself: the utterance holds its recogniser,
+            # which holds this function (a cycle that would keep its audio).
+            current = self._utterance
+            if current is not None and current.serial == serial and turn.active:
                 session.user_transcript(text, final=False)
 
-        utterance = _Utterance(self.stages.stt.start(partial), turn, timing)
+        utterance = _Utterance(self.stages.stt.start(partial), turn, timing, serial)
         self._utterance = utterance
         for piece in (*carried, audio):
             utterance.feed(piece)
