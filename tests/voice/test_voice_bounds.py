@@ -9,6 +9,7 @@ import asyncio
 import contextlib
 import gc
 import math
+import threading
 import weakref
 from collections.abc import AsyncIterator, Iterator
 from typing import Any
@@ -18,10 +19,13 @@ import pytest
 from speech import corpus
 
 from support import RunningServer, start_server
-from vrt.agents import SessionInfo
+from support.raw_client import RawClient
+from vrt.agents import AudioReceived, SessionInfo
 from vrt.agents.scripted import ScriptedAgent
 from vrt.client import ErrorReceived, TextReceived, TranscriptReceived, TurnChanged, VrtClient
-from vrt.protocol.messages import Format
+from vrt.protocol.frames import FrameKind, build_frame
+from vrt.protocol.messages import Error, Format, Pong
+from vrt.protocol.server import ServerConfig
 from vrt.voice.agent import VoiceAgent, VoiceConfig, VoiceStages
 from vrt.voice.chat import Conversation, speak
 from vrt.voice.clauses import LONGEST, ClauseSplitter, speakable
@@ -279,3 +283,80 @@ async def test_control_characters_are_sent_as_text_but_not_spoken(
     spoken = " ".join(tts.clauses)
     assert spoken.split() == ["red", "[31m", "alert", "now"]
     assert spoken.isprintable()
+
+
+# -- input audio charged by its duration, decoded off the event loop (issue 31.1) --
+
+#: A 14-byte Opus packet claiming 120 ms: TOC code 3, six 20 ms CELT frames (RFC 6716
+#: §3.1), the frames themselves empty (decoded as loss concealment: silence).
+TINY_120MS = bytes([0xFB, 0x06]) + bytes(12)
+
+
+class _ThreadNotingVad:
+    """The real detector, noting the thread each window is judged on."""
+
+    def __init__(self, vad: Any) -> None:
+        self.vad = vad
+        self.threads: set[str] = set()
+
+    def stream(self) -> Any:
+        stream = self.vad.stream()
+        threads = self.threads
+
+        class _Noted:
+            window = stream.window
+
+            def probability(self, window: Samples) -> float:
+                threads.add(threading.current_thread().name)
+                return float(stream.probability(window))
+
+        return _Noted()
+
+
+async def test_tiny_opus_packets_are_charged_their_duration_and_a_bystander_is_answered(
+    stages: Any,
+) -> None:
+    """1,000 Opus packets of 14 bytes claiming 120 ms each (two minutes of audio, 26 KB)
+    from one voice session: its agent gets what two bursts of audio hold (the budget and
+    a burst of debt; the audio rate here is near zero so nothing refills during the
+    test), the rest is dropped with one recoverable RATE_LIMITED. A bystander's 20 pings
+    are all answered meanwhile, and the attacker's audio is decoded and judged on the
+    detection threads, never on the event loop."""
+    vad = _ThreadNotingVad(stages.vad)
+    mixed = VoiceStages(vad=vad, stt=stages.stt, tts=stages.tts)
+    received: list[int] = []
+
+    class _Counting(VoiceAgent):
+        def handle(self, event: Any) -> None:
+            if isinstance(event, AudioReceived):
+                received.append(len(event.payload))
+            super().handle(event)
+
+    server = await start_server(
+        agent_factory=lambda info: _Counting(mixed, ScriptedAgent(), VoiceConfig()),
+        config=ServerConfig(audio_rate=0.01, audio_burst=1.2),
+    )
+    attacker = await RawClient.connect(server.url)
+    bystander = await RawClient.connect(server.url)
+    try:
+        ready = await attacker.hello(input={"encoding": "opus", "sampleRate": 48000})
+        assert ready.input.encoding == "opus"
+        await bystander.hello()
+        for seq in range(1000):
+            await attacker.send(build_frame(FrameKind.INPUT, seq, TINY_120MS))
+        pongs = 0
+        for _ in range(20):
+            await bystander.ping()
+            await bystander.expect_message(Pong, timeout=10.0)
+            pongs += 1
+        error = await attacker.expect_message(Error, timeout=10.0)
+        assert (error.code, error.recoverable) == ("RATE_LIMITED", True)
+        await asyncio.sleep(0.5)  # the detector's last batch
+    finally:
+        await attacker.close()
+        await bystander.close()
+        await server.close()
+    assert pongs == 20
+    assert 0 < len(received) <= round(2 * 1.2 / 0.12) + 1  # 2.4 s of the 120 s sent
+    assert vad.threads, "no window was judged"
+    assert all(name.startswith("vrt-voice-in") for name in vad.threads), vad.threads

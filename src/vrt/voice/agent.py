@@ -30,10 +30,14 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import os
 from collections import deque
 from collections.abc import Coroutine
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any, Final
+
+import numpy as np
 
 from ..agents.base import (
     Agent,
@@ -59,7 +63,7 @@ from .stages import (
     TextToSpeech,
     Vad,
 )
-from .turns import TurnDetector
+from .turns import TurnDetector, TurnEvent
 
 __all__ = ["VOICE_FORMATS", "Timing", "VoiceAgent", "VoiceConfig", "VoiceStages"]
 
@@ -113,6 +117,50 @@ class VoiceStages:
 
 #: Synthesised chunks (a Piper clause each) the synthesiser may hold ahead of the writer.
 _AHEAD: Final = 2
+
+
+#: Input frames a session may have waiting for its detector (10 s of 20 ms frames): the
+#: read budget (§11) holds a client to about real time, so only a detector starved of
+#: a core gets here; newer frames are then dropped.
+_MAX_INBOX: Final = 500
+_POOL: list[ThreadPoolExecutor] = []
+
+
+def _detection_pool() -> ThreadPoolExecutor:
+    """The threads every session's input decoding and voice detection share: as many
+    as the cores (the native calls release the GIL), at most four."""
+    if not _POOL:
+        _POOL.append(
+            ThreadPoolExecutor(min(4, os.cpu_count() or 1), thread_name_prefix="vrt-voice-in")
+        )
+    return _POOL[0]
+
+
+class _Input:
+    """One session's input audio state: its decoder and turn detector (made on its first
+    frame, so that opening a session costs neither). Used by one thread at a time."""
+
+    def __init__(self, vad: Vad, config: VoiceConfig, fmt: Format, before: _Input | None) -> None:
+        self.decoder = InputDecoder(fmt, SAMPLE_RATE)
+        self.detector: TurnDetector = (
+            before.detector
+            if before is not None
+            else TurnDetector(
+                vad.stream(),
+                threshold=config.threshold,
+                min_speech_ms=config.min_speech_ms,
+                hangover_ms=config.hangover_ms,
+                preroll_ms=config.preroll_ms,
+                max_utterance_ms=config.max_utterance_ms,
+            )
+        )
+
+    def detect(self, payloads: list[bytes]) -> list[TurnEvent]:
+        parts = [self.decoder.decode(payload) for payload in payloads]
+        samples = [part for part in parts if part.size]
+        if not samples:
+            return []
+        return self.detector.feed(np.concatenate(samples) if len(samples) > 1 else samples[0])
 
 
 class _TurnOver(Exception):
@@ -361,8 +409,11 @@ class VoiceAgent:
         self._timing: Timing | None = None  # of the utterance the brain answers next
         self._session: AgentSession | None = None
         self._brain_session: BrainSession | None = None
-        self._decoder: InputDecoder | None = None
-        self._detector: TurnDetector | None = None
+        self._input: _Input | None = None  # made on the first input frame
+        self._inbox: deque[bytes] = deque()  # input frames not yet decoded
+        self._listening: asyncio.Task[None] | None = None  # decodes the inbox
+        #: Input frames dropped: the detection threads fell this far behind.
+        self.dropped_audio = 0
         self._utterance: _Utterance | None = None
         self._finishing: _Utterance | None = None  # ended, its final not yet delivered
         self._speaker: _Speaker | None = None
@@ -376,15 +427,6 @@ class VoiceAgent:
         self._session = session
         brain_session = BrainSession.for_brain(session, self)
         self._brain_session = brain_session
-        config = self.config
-        self._detector = TurnDetector(
-            self.stages.vad.stream(),
-            threshold=config.threshold,
-            min_speech_ms=config.min_speech_ms,
-            hangover_ms=config.hangover_ms,
-            preroll_ms=config.preroll_ms,
-            max_utterance_ms=config.max_utterance_ms,
-        )
         brain = asyncio.create_task(self.brain.run(brain_session), name="voice brain")
         listen = asyncio.create_task(session.listen(self.handle), name="voice listener")
         try:
@@ -417,8 +459,9 @@ class VoiceAgent:
         self._speakers.clear()
         self._speaker = None
         self._utterance = self._finishing = None
-        self._decoder = None
-        self._detector = None
+        self._input = None
+        self._inbox.clear()
+        self._listening = None
         self._tasks.clear()
         self._session = None
 
@@ -451,18 +494,43 @@ class VoiceAgent:
     # -- input audio --
 
     def _on_audio(self, payload: bytes) -> None:
-        session = self._session
-        detector = self._detector
-        assert session is not None
-        assert detector is not None
-        fmt = session.input_format
-        if self._decoder is None or self._decoder.format != fmt:
-            self._decoder = InputDecoder(fmt, SAMPLE_RATE)
-        samples = self._decoder.decode(payload)
-        if not samples.size:
+        # Decoding and voice detection run on a thread (_Input.detect), one batch per
+        # session at a time: a session flooding audio (within its read budget, §11)
+        # delays its own speech, not the event loop the other sessions share.
+        inbox = self._inbox
+        if len(inbox) >= _MAX_INBOX:
+            self.dropped_audio += 1
+            if self.dropped_audio == 1:
+                log.warning("a voice session's input audio outran its detector: dropping")
             return
+        inbox.append(payload)
+        if self._listening is None:
+            self._listening = asyncio.create_task(self._detect(), name="voice input")
+            self._tasks.add(self._listening)
+
+    async def _detect(self) -> None:
+        session = self._session
+        assert session is not None
+        loop = asyncio.get_running_loop()
+        try:
+            while self._inbox:
+                batch = list(self._inbox)
+                self._inbox.clear()
+                fmt = session.input_format
+                state = self._input
+                if state is None or state.decoder.format != fmt:
+                    state = self._input = _Input(self.stages.vad, self.config, fmt, state)
+                events = await loop.run_in_executor(_detection_pool(), state.detect, batch)
+                if self._input is state:
+                    self._on_turn_events(session, events)
+        finally:
+            if self._listening is asyncio.current_task():
+                self._tasks.discard(self._listening)
+                self._listening = None
+
+    def _on_turn_events(self, session: AgentSession, events: list[TurnEvent]) -> None:
         now = asyncio.get_running_loop().time()
-        for event in detector.feed(samples):
+        for event in events:
             utterance = self._utterance
             if event.kind == "start":
                 assert event.audio is not None
