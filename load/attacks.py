@@ -33,6 +33,7 @@ import socket
 import statistics
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Callable, Coroutine
 from dataclasses import dataclass, field
@@ -71,6 +72,18 @@ class Server:
     process: subprocess.Popen[bytes]
     url: str
     log: list[bytes] = field(default_factory=list)
+    #: What the server logged, in bytes, read as it is written: a pipe left unread
+    #: fills (64 KiB) and then blocks the server on its next log line.
+    logged: list[int] = field(default_factory=lambda: [0])
+
+    def __post_init__(self) -> None:
+        threading.Thread(target=self._drain, daemon=True).start()
+
+    def _drain(self) -> None:
+        stream = self.process.stderr
+        assert stream is not None
+        while block := os.read(stream.fileno(), 1 << 16):
+            self.logged[0] += len(block)
 
     @classmethod
     async def start(cls, *options: str, open_files: int | None = None) -> Server:
@@ -106,11 +119,12 @@ class Server:
         self.process.send_signal(signal.SIGINT)
         self.process.send_signal(signal.SIGINT)  # a second signal: at once
         try:
-            _, err = self.process.communicate(timeout=10)
+            self.process.wait(timeout=10)
         except subprocess.TimeoutExpired:
             self.process.kill()
-            _, err = self.process.communicate()
-        return len(err)
+            self.process.wait()
+        time.sleep(0.2)  # the drain reads the last lines
+        return self.logged[0]
 
 
 async def hello(ws: ClientConnection, **members: Any) -> dict[str, Any]:
@@ -348,14 +362,14 @@ def _voice_bystander(url: str, stop: Any, results: Any) -> None:
                 seq += 1
                 await asyncio.sleep(max(0.0, began + seq * 0.02 - time.perf_counter()))
 
-    async def run() -> dict[str, float]:
-        replies: list[float] = []
+    async def session(replies: list[float]) -> int:
+        """One connection's exchanges until stopped; how many replies were lost."""
         lost = 0
         async with connect(url, compression=None, max_size=None) as ws:
             ready = await hello(ws, input={"encoding": "pcm16", "sampleRate": 16000})
             assert ready["type"] == "ready", ready
             mic = asyncio.create_task(microphone(ws))
-            seq = 0
+            seq = last = 0
             while not stop.is_set():
                 seq += 1
                 text = {"v": 1, "seq": seq, "type": "text", "text": _BYSTANDER_LINE}
@@ -371,6 +385,7 @@ def _voice_bystander(url: str, stop: Any, results: Any) -> None:
                                     heard = time.perf_counter() - began
                                 continue
                             message = json.loads(data)
+                            last = max(last, message.get("seq", 0))
                             if message["type"] == "turn.state" and message["state"] == "idle":
                                 break
                 except TimeoutError:
@@ -380,9 +395,20 @@ def _voice_bystander(url: str, stop: Any, results: Any) -> None:
                     lost += 1
                 else:
                     replies.append(heard)
-                await ws.send(json.dumps({"v": 1, "seq": 0, "type": "ack", "upTo": seq}))
+                await ws.send(json.dumps({"v": 1, "seq": 0, "type": "ack", "upTo": last}))
                 await asyncio.sleep(0.5)
             mic.cancel()
+        return lost
+
+    async def run() -> dict[str, float]:
+        replies: list[float] = []
+        lost = 0
+        while not stop.is_set():
+            try:
+                lost += await session(replies)
+            except (OSError, websockets.WebSocketException):
+                lost += 1  # the connection was cut or refused: the reply is lost
+                await asyncio.sleep(0.5)
         ms = sorted(1000 * reply for reply in replies) or [float("nan")]
         return {
             "pings": len(replies),
@@ -409,11 +435,13 @@ async def tiny_opus(url: str, until: float) -> str:
                     continue
                 reader = asyncio.create_task(_drain(ws))
                 seq = 0
-                while time.monotonic() < until:
-                    for _ in range(100):
-                        await ws.send(_audio_frame(seq, _TINY_OPUS))
-                        seq += 1
-                    sent += 100
+                with contextlib.suppress(TimeoutError):  # the server stopped reading it
+                    async with asyncio.timeout(max(0.0, until - time.monotonic())):
+                        while True:
+                            for _ in range(100):
+                                await ws.send(_audio_frame(seq, _TINY_OPUS))
+                                seq += 1
+                            sent += 100
                 reader.cancel()
     return (
         f"{sent} packets ({sent * 0.12:.0f} s of audio claimed) over {sessions} connection(s); "

@@ -28,7 +28,7 @@ from vrt.protocol.messages import Error, Format, Pong
 from vrt.protocol.server import ServerConfig
 from vrt.voice.agent import VoiceAgent, VoiceConfig, VoiceStages
 from vrt.voice.chat import Conversation, speak
-from vrt.voice.clauses import LONGEST, ClauseSplitter, speakable
+from vrt.voice.clauses import LONGEST, ClauseSplitter, first_clause, speakable
 from vrt.voice.options import default_session_limit, voice_factory
 from vrt.voice.stages import Samples
 
@@ -360,3 +360,35 @@ async def test_tiny_opus_packets_are_charged_their_duration_and_a_bystander_is_a
     assert 0 < len(received) <= round(2 * 1.2 / 0.12) + 1  # 2.4 s of the 120 s sent
     assert vad.threads, "no window was judged"
     assert all(name.startswith("vrt-voice-in") for name in vad.threads), vad.threads
+
+
+async def test_a_replys_first_clause_is_synthesised_before_clauses_made_ahead(
+    stages: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The synthesiser every session shares makes a reply's first clause (what its user
+    waits for) before the clauses other sessions queued ahead of their playback: behind
+    a long reply, another session waits one clause, not the backlog."""
+    tts = stages.tts
+    made: list[str] = []
+    gate = threading.Event()
+
+    def synthesize_now(text: str, session: Any) -> Samples:
+        del session
+        gate.wait(10.0)
+        made.append(text)
+        return np.zeros(160, np.float32)
+
+    monkeypatch.setattr(tts, "_synthesize_now", synthesize_now)
+
+    async def speak_clause(text: str, first: bool) -> None:
+        first_clause.set(first)
+        async for _ in tts.synthesize(text):
+            pass
+
+    ahead = [asyncio.create_task(speak_clause(f"ahead {k}", False)) for k in range(4)]
+    await asyncio.sleep(0.1)  # "ahead 0" runs, the rest wait
+    answer = asyncio.create_task(speak_clause("the answer", True))
+    await asyncio.sleep(0.1)
+    gate.set()
+    await asyncio.gather(*ahead, answer)
+    assert made == ["ahead 0", "the answer", "ahead 1", "ahead 2", "ahead 3"]

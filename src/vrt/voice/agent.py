@@ -52,7 +52,7 @@ from ..agents.base import (
 )
 from ..protocol.messages import PCM16_24K, Format
 from .brain import BrainSession, HeardAware
-from .clauses import ClauseSplitter, speakable
+from .clauses import ClauseSplitter, first_clause, speakable
 from .codec import FRAME_MS, OPUS_AVAILABLE, InputDecoder, OutputEncoder
 from .stages import (
     SAMPLE_RATE,
@@ -315,6 +315,7 @@ class _Speaker:
         try:
             while (text := await self.queue.get()) is not None:
                 index += 1
+                first_clause.set(index == 1)  # this task's context: its own clauses
                 async for samples in self.agent.stages.tts.synthesize(text):
                     if self.timing is not None and self.timing.synthesized is None:
                         self.timing.synthesized = asyncio.get_running_loop().time()

@@ -21,9 +21,15 @@ from __future__ import annotations
 
 import re
 import unicodedata
+from contextvars import ContextVar
 from typing import Final
 
-__all__ = ["LONGEST", "ClauseSplitter", "speakable"]
+__all__ = ["LONGEST", "ClauseSplitter", "first_clause", "speakable"]
+
+#: True while the first clause of a reply is synthesised: the one its user waits for. A
+#: synthesiser that sessions share makes it before clauses made ahead of playback
+#: (:mod:`vrt.voice.piper`).
+first_clause: ContextVar[bool] = ContextVar("first_clause", default=False)
 
 _STRONG: Final = re.compile(r"[.!?;:]+[\"')\]]*\s")
 _WEAK: Final = re.compile(r"[,\u2013\u2014]\s")

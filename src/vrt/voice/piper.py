@@ -7,11 +7,18 @@ A clause asked for while no other waits (a reply's first, usually: the one the u
 waits for) runs on ``threads`` cores; a clause queued behind another (the rest of a
 reply, made while the clause before it plays; other sessions' clauses) runs on one.
 Two cores cut a four-word clause from about 105 to 80 ms here, but cost 15-25 % more
-CPU per clause, which a busy server cannot spare (``docs/voice.md``, "Measured")."""
+CPU per clause, which a busy server cannot spare (``docs/voice.md``, "Measured").
+
+Clauses are made one at a time, the first clause of a reply (what its user waits for,
+:data:`~vrt.voice.clauses.first_clause`) before the clauses made ahead of playback,
+then in the order asked: a session speaking a long reply delays another session's
+answer by one clause at most, not by its whole backlog."""
 
 from __future__ import annotations
 
 import asyncio
+import heapq
+import itertools
 import logging
 from collections.abc import AsyncIterator
 from concurrent.futures import ThreadPoolExecutor
@@ -21,6 +28,7 @@ from typing import Any
 import numpy as np
 
 from ..agents.base import AgentSetupError
+from .clauses import first_clause
 from .models import check_file, missing_engine, model_file
 from .stages import Samples, StageError
 
@@ -72,7 +80,10 @@ class PiperTts:
         self._config = SynthesisConfig(length_scale=1.0 / speed)
         self.sample_rate: int = self._voice.config.sample_rate
         self._executor = ThreadPoolExecutor(1, thread_name_prefix="vrt-piper")
-        self._waiting = 0  # clauses asked for and not yet made
+        #: Clauses waiting for the synthesiser: (not a first clause, order, its turn).
+        self._queue: list[tuple[bool, int, asyncio.Future[None]]] = []
+        self._order = itertools.count()
+        self._busy = False
         for session in {id(s): s for s in (self._lean, self._fast)}.values():
             self._synthesize_now("Ready.", session)  # warm up at startup
 
@@ -86,16 +97,38 @@ class PiperTts:
         ]
         return np.concatenate(parts) if parts else np.zeros(0, np.float32)
 
+    async def _turn(self) -> None:
+        """Wait until this clause is the one to make (see the module documentation)."""
+        if not self._busy:
+            self._busy = True
+            return
+        turn = asyncio.get_running_loop().create_future()
+        heapq.heappush(self._queue, (not first_clause.get(), next(self._order), turn))
+        try:
+            await turn
+        except asyncio.CancelledError:
+            if turn.done() and not turn.cancelled():
+                self._pass_turn()  # given the turn as it was cancelled: hand it on
+            raise
+
+    def _pass_turn(self) -> None:
+        while self._queue:
+            turn = heapq.heappop(self._queue)[2]
+            if not turn.done():
+                turn.set_result(None)
+                return
+        self._busy = False
+
     async def synthesize(self, text: str) -> AsyncIterator[Samples]:
         loop = asyncio.get_running_loop()
-        session = self._lean if self._waiting else self._fast
-        self._waiting += 1
+        await self._turn()
         try:
+            session = self._lean if self._queue else self._fast
             audio = await loop.run_in_executor(self._executor, self._synthesize_now, text, session)
         except Exception as exc:
             log.exception("piper synthesis failed")
             raise StageError(f"speech synthesis failed: {type(exc).__name__}") from exc
         finally:
-            self._waiting -= 1
+            self._pass_turn()
         if audio.size:
             yield audio
