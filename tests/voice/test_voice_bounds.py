@@ -362,20 +362,21 @@ async def test_tiny_opus_packets_are_charged_their_duration_and_a_bystander_is_a
     assert all(name.startswith("vrt-voice-in") for name in vad.threads), vad.threads
 
 
-async def test_a_replys_first_clause_is_synthesised_before_clauses_made_ahead(
+async def test_a_replys_first_clause_is_not_queued_behind_clauses_made_ahead(
     stages: Any, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """The synthesiser every session shares makes a reply's first clause (what its user
-    waits for) before the clauses other sessions queued ahead of their playback: behind
-    a long reply, another session waits one clause, not the backlog."""
+    waits for) on a thread of its own: while clauses other sessions asked for ahead of
+    their playback hold the other thread, the answer is being made (it used to wait
+    behind all of them)."""
     tts = stages.tts
-    made: list[str] = []
+    started: list[str] = []
     gate = threading.Event()
 
-    def synthesize_now(text: str, session: Any) -> Samples:
-        del session
+    def synthesize_now(text: str, voice: Any) -> Samples:
+        del voice
+        started.append(text)
         gate.wait(10.0)
-        made.append(text)
         return np.zeros(160, np.float32)
 
     monkeypatch.setattr(tts, "_synthesize_now", synthesize_now)
@@ -386,9 +387,13 @@ async def test_a_replys_first_clause_is_synthesised_before_clauses_made_ahead(
             pass
 
     ahead = [asyncio.create_task(speak_clause(f"ahead {k}", False)) for k in range(4)]
-    await asyncio.sleep(0.1)  # "ahead 0" runs, the rest wait
     answer = asyncio.create_task(speak_clause("the answer", True))
-    await asyncio.sleep(0.1)
-    gate.set()
-    await asyncio.gather(*ahead, answer)
-    assert made == ["ahead 0", "the answer", "ahead 1", "ahead 2", "ahead 3"]
+    try:
+        async with asyncio.timeout(10.0):
+            while len(started) < 2:
+                await asyncio.sleep(0.01)
+        assert sorted(started) == ["ahead 0", "the answer"]
+    finally:
+        gate.set()
+        await asyncio.gather(*ahead, answer)
+    assert started[2:] == ["ahead 1", "ahead 2", "ahead 3"]

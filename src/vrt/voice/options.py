@@ -29,9 +29,9 @@ Every option is ``--agent-option KEY=VALUE``:
 ``tts_voice``          The openai voice (default ``alloy``), or the eSpeak NG one
                        (default ``en-us``).
 ``tts_speed``          Speaking rate (default 1.0).
-``tts_threads``        Cores a Piper clause uses when no other clause waits (a reply's
-                       first, usually; default 2); a clause queued behind another
-                       uses one.
+``tts_threads``        Cores a reply's first Piper clause uses (default 2); the
+                       clauses made ahead of playback use one, on a thread of their
+                       own.
 ``tts_url``            The openai synthesiser's base URL (as ``stt_url``).
 ``stt_timeout``,       Seconds an openai stage's request may take (default 30): past
 ``tts_timeout``        it, AGENT_ERROR (recoverable) and the session goes on.
