@@ -28,7 +28,13 @@ from vrt.protocol.messages import Error, Format, Pong
 from vrt.protocol.server import ServerConfig
 from vrt.voice.agent import VoiceAgent, VoiceConfig, VoiceStages
 from vrt.voice.chat import Conversation, speak
-from vrt.voice.clauses import LONGEST, ClauseSplitter, first_clause, speakable
+from vrt.voice.clauses import (
+    FIRST_LONGEST,
+    LONGEST,
+    ClauseSplitter,
+    first_clause,
+    speakable,
+)
 from vrt.voice.options import default_session_limit, voice_factory
 from vrt.voice.stages import Samples
 
@@ -209,6 +215,7 @@ def _split(text: str, chunk: int = 0) -> list[str]:
 def test_every_clause_is_bounded_whatever_the_text(text: str, chunk: int) -> None:
     clauses = _split(text, chunk)
     assert max(len(clause) for clause in clauses) <= LONGEST
+    assert len(clauses[0]) <= FIRST_LONGEST  # what the user waits for
     assert "".join("".join(clauses).split()) == "".join(text.split())  # none lost or repeated
     assert len(clauses) <= 2 * math.ceil(len(text) / LONGEST) + 2
 

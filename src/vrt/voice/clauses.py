@@ -9,10 +9,11 @@ sentence would otherwise leave a pause between them). A boundary counts only onc
 text after it has started (``3.5`` or ``e.g.`` mid-stream is not cut), or when the
 reply's text is complete.
 
-No clause is longer than :data:`LONGEST` characters, whatever the text: a synthesiser's
-cost grows faster than its input's length (Piper held gigabytes for one 2 KB clause), so
-a clause that would be longer is cut at its last space within the bound, or, with no
-space in it, at the bound itself. Text with no space waits a little before that cut (it
+No clause is longer than :data:`LONGEST` characters, whatever the text (a reply's first,
+with ``first_words``: :data:`FIRST_LONGEST`): a synthesiser's cost grows faster than its
+input's length (Piper held gigabytes for one 2 KB clause), so a clause that would be
+longer is cut at its last space within the bound, or, with no space in it, at the bound
+itself. Text with no space waits a little before that cut (it
 may be a brain's words sent one per chunk, to be joined by its transcript), up to
 :data:`_UNSPACED` characters.
 """
@@ -24,7 +25,7 @@ import unicodedata
 from contextvars import ContextVar
 from typing import Final
 
-__all__ = ["LONGEST", "ClauseSplitter", "first_clause", "speakable"]
+__all__ = ["FIRST_LONGEST", "LONGEST", "ClauseSplitter", "first_clause", "speakable"]
 
 #: True while the first clause of a reply is synthesised: the one its user waits for. A
 #: synthesiser that sessions share makes it before clauses made ahead of playback
@@ -37,7 +38,10 @@ _WEAK: Final = re.compile(r"[,\u2013\u2014]\s")
 _WEAK_MIN_WORDS: Final = 4
 #: The longest clause, in characters.
 LONGEST: Final = 100
-#: Text with no space is cut at LONGEST once this much of it waits.
+#: The longest first clause of a reply when ``first_words`` is set: its synthesis is
+#: what the user waits for, and every session's first clauses share one synthesis lane.
+FIRST_LONGEST: Final = 40
+#: Text with no space is cut once this much of it waits.
 _UNSPACED: Final = 2 * LONGEST
 _SPACES: Final = re.compile(r"\s+")
 
@@ -53,18 +57,20 @@ def speakable(text: str) -> str:
     ).strip()
 
 
-def _bounded(text: str, end: int | None, *, complete: bool = False) -> int | None:
+def _bounded(
+    text: str, end: int | None, *, complete: bool = False, longest: int = LONGEST
+) -> int | None:
     """Where a clause of ``text`` ending at ``end`` (None: no boundary yet) ends instead
-    when it would be longer than LONGEST."""
-    if end is not None and end <= LONGEST:
+    when it would be longer than ``longest``."""
+    if end is not None and end <= longest:
         return end
-    if end is None and len(text) <= LONGEST:
+    if end is None and len(text) <= longest:
         return None
-    space = text.rfind(" ", 0, LONGEST + 1)
+    space = text.rfind(" ", 0, longest + 1)
     if space > 0:
         return space + 1
     if end is not None or complete or len(text) >= _UNSPACED:
-        return LONGEST
+        return longest
     return None
 
 
@@ -95,12 +101,16 @@ class ClauseSplitter:
         rest, self._text = self._text.strip(), ""
         clauses: list[str] = []
         while rest:
-            end = _bounded(rest, len(rest), complete=True)
+            end = _bounded(rest, len(rest), complete=True, longest=self._longest())
             assert end is not None
             clause, rest = rest[:end].strip(), rest[end:].strip()
             if clause:
                 clauses.append(clause)
+                self._first = False
         return clauses
+
+    def _longest(self) -> int:
+        return FIRST_LONGEST if self._first and self._first_words > 0 else LONGEST
 
     def replace(self, text: str) -> None:
         """Make ``text`` the part not yet taken (the brain's final transcript said more
@@ -127,7 +137,7 @@ class ClauseSplitter:
             words = list(re.finditer(r"\S+\s+", text))
             if len(words) >= cap:
                 end = words[cap - 1].end()
-        end = _bounded(self._text, end)
+        end = _bounded(self._text, end, longest=self._longest())
         if end is None:
             return None
         clause, self._text = self._text[:end].strip(), self._text[end:]
