@@ -10,6 +10,13 @@ runs the attack for ``--seconds``, and prints the bystander's round trips (p50, 
 max, and how many pings went unanswered) and the server's resident memory before,
 at its peak and after, with the bound the attack hits. Loopback only; every process
 ends with the attack.
+
+The voice attacks (``tiny-opus``, ``unspaced-text``, ``session-churn``, and
+``voice-sessions``, a thousand short honest sessions for the server's memory) run
+against the default ``vrt serve`` (the voice agent) with a voice bystander instead: it
+streams its microphone (silence, in real time) and types a line every second or so,
+timing each spoken reply from the text sent to the reply's first audio frame. It runs
+alone first (the baseline) and then during the attack, in the same run.
 """
 
 from __future__ import annotations
@@ -26,6 +33,7 @@ import socket
 import statistics
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Callable, Coroutine
 from dataclasses import dataclass, field
@@ -64,6 +72,18 @@ class Server:
     process: subprocess.Popen[bytes]
     url: str
     log: list[bytes] = field(default_factory=list)
+    #: What the server logged, in bytes, read as it is written: a pipe left unread
+    #: fills (64 KiB) and then blocks the server on its next log line.
+    logged: list[int] = field(default_factory=lambda: [0])
+
+    def __post_init__(self) -> None:
+        threading.Thread(target=self._drain, daemon=True).start()
+
+    def _drain(self) -> None:
+        stream = self.process.stderr
+        assert stream is not None
+        while block := os.read(stream.fileno(), 1 << 16):
+            self.logged[0] += len(block)
 
     @classmethod
     async def start(cls, *options: str, open_files: int | None = None) -> Server:
@@ -99,11 +119,12 @@ class Server:
         self.process.send_signal(signal.SIGINT)
         self.process.send_signal(signal.SIGINT)  # a second signal: at once
         try:
-            _, err = self.process.communicate(timeout=10)
+            self.process.wait(timeout=10)
         except subprocess.TimeoutExpired:
             self.process.kill()
-            _, err = self.process.communicate()
-        return len(err)
+            self.process.wait()
+        time.sleep(0.2)  # the drain reads the last lines
+        return self.logged[0]
 
 
 async def hello(ws: ClientConnection, **members: Any) -> dict[str, Any]:
@@ -304,6 +325,220 @@ async def _drain(ws: ClientConnection) -> None:
             pass
 
 
+# --- the voice attacks (the default agent) ----------------------------------------------
+
+#: What the voice bystander types: a short reply, one clause.
+_BYSTANDER_LINE: Final = "echo good morning to you"
+#: 20 ms of silence at 16 kHz, the bystander's microphone.
+_SILENCE: Final = bytes(640)
+#: A 14-byte Opus packet claiming 120 ms (TOC code 3, six 20 ms CELT frames, RFC 6716
+#: §3.1): decoded, it is 120 ms of audio for the server to resample and judge.
+_TINY_OPUS: Final = bytes([0xFB, 0x06]) + bytes(12)
+
+
+def _audio_frame(seq: int, payload: bytes) -> bytes:
+    return bytes([1]) + (seq & 0xFFFFFFFF).to_bytes(4, "big") + payload  # §8.1
+
+
+class VoiceBystander(Bystander):
+    """A voice session in a process of its own: microphone open (silence in real time),
+    a typed line after each reply, the time from the line to its reply's first audio."""
+
+    def __init__(self, url: str) -> None:
+        self._results = multiprocessing.Queue()
+        self._stop = multiprocessing.Event()
+        self._process = multiprocessing.Process(
+            target=_voice_bystander, args=(url, self._stop, self._results), daemon=True
+        )
+
+
+def _voice_bystander(url: str, stop: Any, results: Any) -> None:
+    async def microphone(ws: ClientConnection) -> None:
+        began = time.perf_counter()
+        seq = 0
+        with contextlib.suppress(websockets.ConnectionClosed):
+            while not stop.is_set():
+                await ws.send(_audio_frame(seq, _SILENCE))
+                seq += 1
+                await asyncio.sleep(max(0.0, began + seq * 0.02 - time.perf_counter()))
+
+    async def session(replies: list[float]) -> int:
+        """One connection's exchanges until stopped; how many replies were lost."""
+        lost = 0
+        async with connect(url, compression=None, max_size=None) as ws:
+            ready = await hello(ws, input={"encoding": "pcm16", "sampleRate": 16000})
+            assert ready["type"] == "ready", ready
+            mic = asyncio.create_task(microphone(ws))
+            seq = last = 0
+            while not stop.is_set():
+                seq += 1
+                text = {"v": 1, "seq": seq, "type": "text", "text": _BYSTANDER_LINE}
+                began = time.perf_counter()
+                await ws.send(json.dumps(text))
+                heard: float | None = None
+                try:
+                    async with asyncio.timeout(15.0):
+                        while True:
+                            data = await ws.recv()
+                            if isinstance(data, bytes):
+                                if heard is None and data[:1] == b"\x02":
+                                    heard = time.perf_counter() - began
+                                continue
+                            message = json.loads(data)
+                            last = max(last, message.get("seq", 0))
+                            if message["type"] == "turn.state" and message["state"] == "idle":
+                                break
+                except TimeoutError:
+                    lost += 1
+                    continue
+                if heard is None:
+                    lost += 1
+                else:
+                    replies.append(heard)
+                await ws.send(json.dumps({"v": 1, "seq": 0, "type": "ack", "upTo": last}))
+                await asyncio.sleep(0.5)
+            mic.cancel()
+        return lost
+
+    async def run() -> dict[str, float]:
+        replies: list[float] = []
+        lost = 0
+        while not stop.is_set():
+            try:
+                lost += await session(replies)
+            except (OSError, websockets.WebSocketException):
+                lost += 1  # the connection was cut or refused: the reply is lost
+                await asyncio.sleep(0.5)
+        ms = sorted(1000 * reply for reply in replies) or [float("nan")]
+        return {
+            "pings": len(replies),
+            "lost": lost,
+            "p50_ms": round(statistics.median(ms), 1),
+            "p99_ms": round(ms[min(len(ms) - 1, int(0.99 * len(ms)))], 1),
+            "max_ms": round(ms[-1], 1),
+        }
+
+    results.put(asyncio.run(run()))
+
+
+async def tiny_opus(url: str, until: float) -> str:
+    """One client sending Opus packets of 14 bytes claiming 120 ms each, as fast as it
+    can write, and reconnecting whenever it is cut (issue 31, item 1)."""
+    sent = sessions = 0
+    while time.monotonic() < until:
+        sessions += 1
+        with contextlib.suppress(Exception):
+            async with connect(url, compression=None, max_size=None) as ws:
+                ready = await hello(ws, input={"encoding": "opus", "sampleRate": 48000})
+                if ready["type"] != "ready":
+                    await asyncio.sleep(0.1)
+                    continue
+                reader = asyncio.create_task(_drain(ws))
+                seq = 0
+                with contextlib.suppress(TimeoutError):  # the server stopped reading it
+                    async with asyncio.timeout(max(0.0, until - time.monotonic())):
+                        while True:
+                            for _ in range(100):
+                                await ws.send(_audio_frame(seq, _TINY_OPUS))
+                                seq += 1
+                            sent += 100
+                reader.cancel()
+    return (
+        f"{sent} packets ({sent * 0.12:.0f} s of audio claimed) over {sessions} connection(s); "
+        "charged by duration: about real time, 2 s saved, the rest dropped"
+    )
+
+
+async def unspaced_text(url: str, until: float) -> str:
+    """Three clients each typing 2 KB with no whitespace (`hello.hello.…`), again after
+    each reply (issue 31, item 2)."""
+    text = "echo " + "hello." * 340
+    replies = 0
+
+    async def one() -> None:
+        nonlocal replies
+        async with connect(url, compression=None, max_size=None) as ws:
+            await hello(ws)
+            seq = 0
+            while time.monotonic() < until:
+                seq += 1
+                await ws.send(json.dumps({"v": 1, "seq": seq, "type": "text", "text": text}))
+                with contextlib.suppress(TimeoutError):
+                    async with asyncio.timeout(max(0.1, until - time.monotonic())):
+                        while True:
+                            data = await ws.recv()
+                            if isinstance(data, str) and '"idle"' in data:
+                                replies += 1
+                                break
+
+    await asyncio.gather(*(one() for _ in range(3)), return_exceptions=True)
+    return (
+        f"{replies} replies; clauses of at most 100 characters, 2,000 characters spoken "
+        "per reply (then a recoverable AGENT_ERROR)"
+    )
+
+
+async def session_churn(url: str, until: float) -> str:
+    """One client opening voice sessions and dropping each at once, as fast as it can
+    (issue 31, item 3)."""
+    opened = refused = 0
+    while time.monotonic() < until:
+        with contextlib.suppress(Exception):
+            async with connect(url, compression=None, max_size=None) as ws:
+                ready = await hello(ws, input={"encoding": "pcm16", "sampleRate": 16000})
+                if ready["type"] == "ready":
+                    opened += 1
+                    await ws.send(_audio_frame(0, _SILENCE))
+                else:
+                    refused += 1
+    return (
+        f"{opened} sessions opened and dropped, {refused} refused; each parks, the "
+        "voice session limit evicts the parked longest"
+    )
+
+
+async def voice_sessions(url: str, until: float) -> str:
+    """A thousand short honest voice sessions (issue 34, item 1): each types a line,
+    hears its spoken reply to the end and closes, four at a time; the server's RSS is
+    sampled every hundred sessions. `until` is not used: the thousand run to the end."""
+    del until
+    pid = _served_pid(url)
+    done = 0
+    samples: list[float] = [rss_mb(pid)]
+
+    async def one() -> None:
+        nonlocal done
+        async with connect(url, compression=None, max_size=None) as ws:
+            await hello(ws, input={"encoding": "pcm16", "sampleRate": 16000})
+            await ws.send(_audio_frame(0, _SILENCE))
+            await ws.send(json.dumps({"v": 1, "seq": 1, "type": "text", "text": "echo hi"}))
+            async with asyncio.timeout(30.0):
+                while True:
+                    data = await ws.recv()
+                    if isinstance(data, str) and '"idle"' in data:
+                        break
+        done += 1
+        if done % 100 == 0:
+            samples.append(rss_mb(pid))
+
+    async def worker(count: int) -> None:
+        for _ in range(count):
+            await one()
+
+    await asyncio.gather(*(worker(250) for _ in range(4)))
+    return f"{done} sessions; RSS every 100 sessions (MB): " + ", ".join(
+        f"{sample:.0f}" for sample in samples
+    )
+
+
+#: The server's process, by its URL (voice_sessions samples its memory).
+_PIDS: dict[str, int] = {}
+
+
+def _served_pid(url: str) -> int:
+    return _PIDS[url]
+
+
 Attack = Callable[[str, float], Coroutine[Any, Any, str]]
 #: name -> (attack, vrt serve options, open-file limit)
 ATTACKS: Final[dict[str, tuple[Attack, tuple[str, ...], int | None]]] = {
@@ -314,19 +549,39 @@ ATTACKS: Final[dict[str, tuple[Attack, tuple[str, ...], int | None]]] = {
     "context-bloat": (context_bloat, (), None),
     "no-hello": (no_hello, (), None),
 }
+#: The voice attacks: against the default agent, with a voice bystander.
+VOICE_ATTACKS: Final[dict[str, Attack]] = {
+    "tiny-opus": tiny_opus,
+    "unspaced-text": unspaced_text,
+    "session-churn": session_churn,
+    "voice-sessions": voice_sessions,
+}
+#: Seconds the voice bystander runs alone before a voice attack: its baseline.
+_BASELINE: Final = 10.0
 
 
 async def run_attack(name: str, seconds: float) -> dict[str, Any]:
-    attack, options, open_files = ATTACKS[name]
-    server = await Server.start(
-        "--log-level", "info", "--agent", "scripted", *options, open_files=open_files
-    )
+    voice = name in VOICE_ATTACKS
+    options: tuple[str, ...]
+    if voice:
+        attack, options, open_files = VOICE_ATTACKS[name], ("--agent", "voice"), None
+    else:
+        attack, extra, open_files = ATTACKS[name]
+        options = ("--agent", "scripted", *extra)
+    server = await Server.start("--log-level", "info", *options, open_files=open_files)
     pid = server.process.pid
+    _PIDS[server.url] = pid
+    baseline: dict[str, float] | None = None
     try:
-        await asyncio.sleep(0.5)
+        await asyncio.sleep(3.0 if voice else 0.5)  # the voice agent loads its models
+        if voice:
+            alone = VoiceBystander(server.url)
+            alone.start()
+            await asyncio.sleep(_BASELINE)
+            baseline = alone.stop()
         before = rss_mb(pid)
         cpu_before = cpu_seconds(pid)
-        bystander = Bystander(server.url)
+        bystander = VoiceBystander(server.url) if voice else Bystander(server.url)
         bystander.start()
         await asyncio.sleep(1.0)
         peak = before
@@ -345,6 +600,7 @@ async def run_attack(name: str, seconds: float) -> dict[str, Any]:
     return {
         "attack": name,
         "seconds": seconds,
+        "baseline": baseline,
         "bystander": rtt,
         "rss_mb": {"before": round(before, 1), "peak": round(peak, 1), "after": round(after, 1)},
         "server_cpu_s": round(cpu, 2),
@@ -355,18 +611,29 @@ async def run_attack(name: str, seconds: float) -> dict[str, Any]:
 
 
 def main(name: str, seconds: float) -> int:
-    names = list(ATTACKS) if name == "all" else [name]
+    known = [*ATTACKS, *VOICE_ATTACKS]
+    names = list(ATTACKS) if name == "all" else list(VOICE_ATTACKS) if name == "voice" else [name]
     for each in names:
-        if each not in ATTACKS:
-            print(f"unknown attack {each!r}; choose all or one of: {', '.join(ATTACKS)}")
+        if each not in known:
+            print(
+                f"unknown attack {each!r}; choose all (the protocol's), voice (the voice "
+                f"agent's) or one of: {', '.join(known)}"
+            )
             return 2
     random.seed(0)
     for each in names:
         report = asyncio.run(run_attack(each, seconds))
-        rtt, rss = report["bystander"], report["rss_mb"]
+        rtt, rss, base = report["bystander"], report["rss_mb"], report["baseline"]
+        what = "replies" if base is not None else "pings"
+        alone = (
+            f"alone p50 {base['p50_ms']} ms ({base['pings']} replies, {base['lost']} lost), "
+            f"under attack "
+            if base is not None
+            else ""
+        )
         print(
-            f"{each:14} bystander p50 {rtt['p50_ms']} ms, p99 {rtt['p99_ms']} ms, "
-            f"max {rtt['max_ms']} ms, {rtt['pings']} pings ({rtt['lost']} lost); "
+            f"{each:14} bystander {alone}p50 {rtt['p50_ms']} ms, p99 {rtt['p99_ms']} ms, "
+            f"max {rtt['max_ms']} ms, {rtt['pings']} {what} ({rtt['lost']} lost); "
             f"server RSS {rss['before']} -> peak {rss['peak']} -> {rss['after']} MB, "
             f"CPU {report['server_cpu_s']} s, log {report['server_log_bytes']} B, "
             f"load average {report['load_average']:.1f}; "

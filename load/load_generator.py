@@ -666,7 +666,8 @@ def main(argv: list[str] | None = None) -> int:
         "--attack",
         metavar="NAME",
         help="instead of a load, run an attack with a bystander session (load/attacks.py): "
-        "all, non-reading, connect-flood, json-shapes, frame-flood, context-bloat, no-hello",
+        "all, non-reading, connect-flood, json-shapes, frame-flood, context-bloat, no-hello; "
+        "voice (every voice attack), tiny-opus, unspaced-text, session-churn, voice-sessions",
     )
     parser.add_argument(
         "--seconds", type=float, default=15.0, help="with --attack: how long each attack runs"

@@ -378,7 +378,8 @@ def serve(
             callback=_at_least(1),
             help="At most N live sessions, connected or waiting for a resume. One more "
             "evicts the session parked the longest, or with none parked gets "
-            "START_FAILED (close 1011); resumes are always served. Default: no limit.",
+            "START_FAILED (close 1011); resumes are always served. Default: no limit, "
+            "but the voice agent's own (32 per core: vrt docs limits).",
         ),
     ] = None,
     max_parked: Annotated[

@@ -1365,7 +1365,11 @@ class TestSection8Audio:
                 sessions.append(session)
                 await busy.wait()
 
-        server = await start(agent_factory=lambda info: Busy())
+        # 12 s of audio at once: an audio budget that lets all of it in, so that the
+        # agent's backlog is the bound met (the read budget's own: test_audio_budget_rules).
+        server = await start(
+            agent_factory=lambda info: Busy(), config=ServerConfig(audio_burst=60.0)
+        )
         client = await connect(server.url)
         await client.send_hello()
         await client.expect(Ready)

@@ -1,55 +1,63 @@
-"""Piper's cores per clause: the clause nobody else's waits behind (a reply's first, the
-one the user waits for) runs on ``tts_threads`` cores; a clause queued behind another
-runs on one, so that a busy server does not pay the second core's overhead on every
-clause (``vrt.voice.piper``)."""
+"""Piper's two lanes (``vrt.voice.piper``): a reply's first clause, the one its user
+waits for, runs on ``tts_threads`` cores on a thread of its own; the clauses made ahead
+of playback run on one core on another, so that a long reply of one session never
+queues ahead of another session's answer, and a busy server does not pay the second
+core's overhead on every clause."""
 
 from __future__ import annotations
 
 import asyncio
+import contextvars
 from typing import Any
 
 import pytest
 
+from vrt.voice.clauses import first_clause
 from vrt.voice.piper import PiperTts
 
 
-async def _synthesise(tts: PiperTts, text: str) -> int:
-    samples = 0
-    async for audio in tts.synthesize(text):
-        samples += len(audio)
-    return samples
+async def _synthesise(tts: PiperTts, text: str, *, first: bool) -> int:
+    async def run() -> int:
+        first_clause.set(first)
+        samples = 0
+        async for audio in tts.synthesize(text):
+            samples += len(audio)
+        return samples
+
+    return await asyncio.create_task(run(), context=contextvars.copy_context())
 
 
 def _record_sessions(tts: PiperTts, monkeypatch: pytest.MonkeyPatch) -> list[Any]:
     used: list[Any] = []
     real = tts._synthesize_now
 
-    def recording(text: str, session: Any) -> Any:
-        used.append(session)
-        return real(text, session)
+    def recording(text: str, voice: Any) -> Any:
+        used.append(voice.session)
+        return real(text, voice)
 
     monkeypatch.setattr(tts, "_synthesize_now", recording)
     return used
 
 
-async def test_a_clause_alone_gets_the_cores_and_one_queued_behind_it_gets_one(
+async def test_a_first_clause_gets_the_cores_and_a_clause_made_ahead_gets_one(
     stages: Any, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     tts = stages.tts
     assert isinstance(tts, PiperTts)
-    assert tts._fast is not tts._lean  # the default, tts_threads=2
+    fast, lean = tts._first.voice.session, tts._ahead.voice.session
+    assert fast is not lean  # the default, tts_threads=2
     used = _record_sessions(tts, monkeypatch)
     first, second = await asyncio.gather(
-        _synthesise(tts, "It is half past"), _synthesise(tts, "ten in the morning.")
+        _synthesise(tts, "It is half past", first=True),
+        _synthesise(tts, "ten in the morning.", first=False),
     )
     assert first > 0
     assert second > 0
-    assert used == [tts._fast, tts._lean]
-    # Nothing waits now: the next reply's first clause has the cores again.
-    assert await _synthesise(tts, "Good morning.") > 0
-    assert used[-1] is tts._fast
+    assert sorted(map(id, used)) == sorted(map(id, [fast, lean]))
+    assert await _synthesise(tts, "Good morning.", first=True) > 0
+    assert used[-1] is fast
 
 
 def test_one_thread_asked_for_is_one_session() -> None:
     tts = PiperTts(threads=1)
-    assert tts._fast is tts._lean
+    assert tts._first.voice.session is tts._ahead.voice.session

@@ -399,3 +399,5 @@ class Pair:
             server.receive_text(item.data, now)
         else:
             server.receive_binary(item.data, now)
+            if server.readable_at() > now:  # input audio, charged by its duration
+                link.to_server.paused_until = server.readable_at()

@@ -84,7 +84,8 @@ class VrtServer:
     :param max_sessions: when given, at most this many live sessions (connected or
         parked). A ``hello`` for a new one beyond it first evicts the session parked the
         longest (its resume then fails with RESUME_FAILED, §5.4); with none parked it gets
-        ``START_FAILED`` and close 1011 (§5.1). Resumes are always served.
+        ``START_FAILED`` and close 1011 (§5.1). Resumes are always served. Without it,
+        the agent factory's ``max_sessions`` attribute when it has one (the voice agent's).
     :param max_parked: when given, at most this many parked sessions: parking one more
         evicts the session parked the longest.
     :param max_connections: TCP connections open at once, upgraded or not; beyond it a
@@ -128,7 +129,13 @@ class VrtServer:
         if max_parked is not None and max_parked < 0:
             raise ValueError("max_parked cannot be negative")
         self.agent_factory = agent_factory
-        self.max_sessions = max_sessions
+        # An agent whose sessions are costly says how many one process serves (the
+        # voice agent's factory, vrt.voice.options): the limit unless one is given.
+        self.max_sessions = (
+            max_sessions
+            if max_sessions is not None
+            else getattr(agent_factory, "max_sessions", None)
+        )
         self.max_parked = max_parked
         self.authenticator = authenticator
         self.auth_failures = FailedAuthLimiter() if auth_failures is None else auth_failures

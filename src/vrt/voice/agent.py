@@ -30,11 +30,14 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-import re
+import os
 from collections import deque
 from collections.abc import Coroutine
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any, Final
+
+import numpy as np
 
 from ..agents.base import (
     Agent,
@@ -49,7 +52,7 @@ from ..agents.base import (
 )
 from ..protocol.messages import PCM16_24K, Format
 from .brain import BrainSession, HeardAware
-from .clauses import ClauseSplitter
+from .clauses import ClauseSplitter, first_clause, speakable
 from .codec import FRAME_MS, OPUS_AVAILABLE, InputDecoder, OutputEncoder
 from .stages import (
     SAMPLE_RATE,
@@ -60,7 +63,7 @@ from .stages import (
     TextToSpeech,
     Vad,
 )
-from .turns import TurnDetector
+from .turns import TurnDetector, TurnEvent
 
 __all__ = ["VOICE_FORMATS", "Timing", "VoiceAgent", "VoiceConfig", "VoiceStages"]
 
@@ -97,6 +100,10 @@ class VoiceConfig:
     #: clause after it ends at twice the words of the one before at most (clauses.py),
     #: so that it is synthesised while the one before plays.
     first_clause_words: float = 4
+    #: Characters of one reply that are spoken (about two minutes of speech): the reply's
+    #: text goes to the client whole, its speech stops there with a recoverable
+    #: AGENT_ERROR saying so (docs/limits.md).
+    max_reply_chars: float = 2000
 
 
 @dataclass(frozen=True, slots=True)
@@ -110,10 +117,49 @@ class VoiceStages:
 
 #: Synthesised chunks (a Piper clause each) the synthesiser may hold ahead of the writer.
 _AHEAD: Final = 2
-#: Control characters (a text may hold any, §6.3): the speech engines say nothing for
-#: them and fail on some (Piper's espeak-ng bridge refuses a NUL), so they are spoken
-#: as spaces; the text sent and its transcript keep them.
-_UNSPEAKABLE: Final = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
+
+#: Input frames a session may have waiting for its detector (10 s of 20 ms frames): the
+#: read budget (§11) holds a client to about real time, so only a detector starved of
+#: a core gets here; newer frames are then dropped.
+_MAX_INBOX: Final = 500
+_POOL: list[ThreadPoolExecutor] = []
+
+
+def _detection_pool() -> ThreadPoolExecutor:
+    """The threads every session's input decoding and voice detection share: as many
+    as the cores (the native calls release the GIL), at most four."""
+    if not _POOL:
+        _POOL.append(
+            ThreadPoolExecutor(min(4, os.cpu_count() or 1), thread_name_prefix="vrt-voice-in")
+        )
+    return _POOL[0]
+
+
+class _Input:
+    """One session's input audio state: its decoder and turn detector (made on its first
+    frame, so that opening a session costs neither). Used by one thread at a time."""
+
+    def __init__(self, vad: Vad, config: VoiceConfig, fmt: Format, before: _Input | None) -> None:
+        self.decoder = InputDecoder(fmt, SAMPLE_RATE)
+        self.detector: TurnDetector = (
+            before.detector
+            if before is not None
+            else TurnDetector(
+                vad.stream(),
+                threshold=config.threshold,
+                min_speech_ms=config.min_speech_ms,
+                hangover_ms=config.hangover_ms,
+                preroll_ms=config.preroll_ms,
+                max_utterance_ms=config.max_utterance_ms,
+            )
+        )
+
+    def detect(self, payloads: list[bytes]) -> list[TurnEvent]:
+        parts = [self.decoder.decode(payload) for payload in payloads]
+        samples = [part for part in parts if part.size]
+        if not samples:
+            return []
+        return self.detector.feed(np.concatenate(samples) if len(samples) > 1 else samples[0])
 
 
 class _TurnOver(Exception):
@@ -158,6 +204,9 @@ class _Speaker:
         self.splitter = ClauseSplitter(int(agent.config.first_clause_words))
         self.received = ""  # every chunk, joined as sent
         self.taken = ""  # the text handed to the synthesiser so far
+        self.fed = 0  # characters handed to the splitter
+        self.limit = int(agent.config.max_reply_chars)
+        self.capped = False  # the reply is longer than the speech of it
         self.clauses: list[_Clause] = []
         self.queue: asyncio.Queue[str | None] = asyncio.Queue()
         self.item: AudioItem | None = None
@@ -175,17 +224,36 @@ class _Speaker:
         if self.timing is not None and self.timing.reply is None:
             self.timing.reply = asyncio.get_running_loop().time()
         self.received += chunk
-        for clause in self.splitter.add(chunk):
-            self._take(clause)
+        self._feed(chunk)
 
     def transcript(self, text: str) -> None:
         """The brain's final transcript says exactly what the reply is: a brain that
         streams one word per chunk (the scripted agent) has no spaces in its chunks."""
         if not self.taken:
-            self.splitter.replace(text)
+            self.splitter.replace("")
+            self.fed = 0
+            self._feed(text)
         elif text.startswith(self.received) and len(text) > len(self.received):
-            self.splitter.add(text[len(self.received) :])
+            self._feed(text[len(self.received) :])
         self.received = text
+
+    def _feed(self, text: str) -> None:
+        """Hand ``text`` to the splitter, up to the reply's speech limit: past it, one
+        recoverable error says the speech stops there (the text went to the client)."""
+        room = self.limit - self.fed
+        if len(text) > room:
+            text = text[: max(0, room)]
+            if not self.capped:
+                self.capped = True
+                self.session.error(
+                    f"this reply is spoken up to {self.limit} characters; its text is complete",
+                    recoverable=True,
+                )
+        if not text:
+            return
+        self.fed += len(text)
+        for clause in self.splitter.add(text):
+            self._take(clause)
 
     def finish(self) -> None:
         for clause in self.splitter.finish():
@@ -193,6 +261,9 @@ class _Speaker:
         self.queue.put_nowait(None)
 
     def _take(self, clause: str) -> None:
+        clause = speakable(clause)
+        if not clause:
+            return
         self.taken = f"{self.taken} {clause}".strip()
         self.queue.put_nowait(clause)
 
@@ -243,7 +314,8 @@ class _Speaker:
         try:
             while (text := await self.queue.get()) is not None:
                 index += 1
-                async for samples in self.agent.stages.tts.synthesize(_UNSPEAKABLE.sub(" ", text)):
+                first_clause.set(index == 1)  # this task's context: its own clauses
+                async for samples in self.agent.stages.tts.synthesize(text):
                     if self.timing is not None and self.timing.synthesized is None:
                         self.timing.synthesized = asyncio.get_running_loop().time()
                     await ready.put((index, text, samples))
@@ -307,6 +379,7 @@ class _Utterance:
     recognition: Recognition
     turn: Turn
     timing: Timing
+    serial: int
     #: Everything fed, so that speech resuming before the final joins this utterance.
     audio: list[Samples] = field(default_factory=list)
     samples: int = 0
@@ -336,13 +409,19 @@ class VoiceAgent:
         self._timing: Timing | None = None  # of the utterance the brain answers next
         self._session: AgentSession | None = None
         self._brain_session: BrainSession | None = None
-        self._decoder: InputDecoder | None = None
-        self._detector: TurnDetector | None = None
+        self._input: _Input | None = None  # made on the first input frame
+        self._inbox: deque[bytes] = deque()  # input frames not yet decoded
+        self._listening: asyncio.Task[None] | None = None  # decodes the inbox
+        #: Input frames dropped: the detection threads fell this far behind.
+        self.dropped_audio = 0
         self._utterance: _Utterance | None = None
         self._finishing: _Utterance | None = None  # ended, its final not yet delivered
         self._speaker: _Speaker | None = None
         self._speakers: dict[str, _Speaker] = {}  # by item id, for playback reports
         self._tasks: set[asyncio.Task[None]] = set()
+        self._utterances = 0  # utterances begun, numbering each
+        #: This session's name at the recogniser's queue (see _listen_for).
+        self._recognition_owner = object()
 
     # -- the session --
 
@@ -350,15 +429,6 @@ class VoiceAgent:
         self._session = session
         brain_session = BrainSession.for_brain(session, self)
         self._brain_session = brain_session
-        config = self.config
-        self._detector = TurnDetector(
-            self.stages.vad.stream(),
-            threshold=config.threshold,
-            min_speech_ms=config.min_speech_ms,
-            hangover_ms=config.hangover_ms,
-            preroll_ms=config.preroll_ms,
-            max_utterance_ms=config.max_utterance_ms,
-        )
         brain = asyncio.create_task(self.brain.run(brain_session), name="voice brain")
         listen = asyncio.create_task(session.listen(self.handle), name="voice listener")
         try:
@@ -377,6 +447,25 @@ class VoiceAgent:
                 self._speaker.stop()
             with contextlib.suppress(asyncio.CancelledError, Exception):
                 await brain
+            self._release()
+
+    def _release(self) -> None:
+        """Drop every reference from this agent to its session's parts. The brain's
+        session names this agent as its listener and each speaker names it too: left in
+        place, these cycles would keep an ended session's megabytes (decoder, detector,
+        speech) until a full collection, which the server's collector tuning makes rare
+        (``vrt.server.gc_tuning``). Freed by reference counting alone, they go at once."""
+        brain_session, self._brain_session = self._brain_session, None
+        if brain_session is not None:
+            del brain_session.listener
+        self._speakers.clear()
+        self._speaker = None
+        self._utterance = self._finishing = None
+        self._input = None
+        self._inbox.clear()
+        self._listening = None
+        self._tasks.clear()
+        self._session = None
 
     def handle(self, event: AgentInput) -> None:
         if isinstance(event, AudioReceived):
@@ -407,18 +496,43 @@ class VoiceAgent:
     # -- input audio --
 
     def _on_audio(self, payload: bytes) -> None:
-        session = self._session
-        detector = self._detector
-        assert session is not None
-        assert detector is not None
-        fmt = session.input_format
-        if self._decoder is None or self._decoder.format != fmt:
-            self._decoder = InputDecoder(fmt, SAMPLE_RATE)
-        samples = self._decoder.decode(payload)
-        if not samples.size:
+        # Decoding and voice detection run on a thread (_Input.detect), one batch per
+        # session at a time: a session flooding audio (within its read budget, §11)
+        # delays its own speech, not the event loop the other sessions share.
+        inbox = self._inbox
+        if len(inbox) >= _MAX_INBOX:
+            self.dropped_audio += 1
+            if self.dropped_audio == 1:
+                log.warning("a voice session's input audio outran its detector: dropping")
             return
+        inbox.append(payload)
+        if self._listening is None:
+            self._listening = asyncio.create_task(self._detect(), name="voice input")
+            self._tasks.add(self._listening)
+
+    async def _detect(self) -> None:
+        session = self._session
+        assert session is not None
+        loop = asyncio.get_running_loop()
+        try:
+            while self._inbox:
+                batch = list(self._inbox)
+                self._inbox.clear()
+                fmt = session.input_format
+                state = self._input
+                if state is None or state.decoder.format != fmt:
+                    state = self._input = _Input(self.stages.vad, self.config, fmt, state)
+                events = await loop.run_in_executor(_detection_pool(), state.detect, batch)
+                if self._input is state:
+                    self._on_turn_events(session, events)
+        finally:
+            if self._listening is asyncio.current_task():
+                self._tasks.discard(self._listening)
+                self._listening = None
+
+    def _on_turn_events(self, session: AgentSession, events: list[TurnEvent]) -> None:
         now = asyncio.get_running_loop().time()
-        for event in detector.feed(samples):
+        for event in events:
             utterance = self._utterance
             if event.kind == "start":
                 assert event.audio is not None
@@ -457,11 +571,20 @@ class VoiceAgent:
             prior.recognition.cancel()
             carried = prior.audio
 
+        self._utterances += 1
+        serial = self._utterances
+
         def partial(text: str) -> None:
-            if self._utterance is utterance and turn.active:
+            # By number, not by the utterance itself: the utterance holds its recogniser,
+            # which holds this function (a cycle that would keep its audio).
+            current = self._utterance
+            if current is not None and current.serial == serial and turn.active:
                 session.user_transcript(text, final=False)
 
-        utterance = _Utterance(self.stages.stt.start(partial, session=self), turn, timing)
+        # The recogniser orders and bounds its work per session (decode_queue.py) by this
+        # token, not by the agent: a recognition that held the agent would close a cycle.
+        recognition = self.stages.stt.start(partial, session=self._recognition_owner)
+        utterance = _Utterance(recognition, turn, timing, serial)
         self._utterance = utterance
         for piece in (*carried, audio):
             utterance.feed(piece)

@@ -29,9 +29,9 @@ Every option is ``--agent-option KEY=VALUE``:
 ``tts_voice``          The openai voice (default ``alloy``), or the eSpeak NG one
                        (default ``en-us``).
 ``tts_speed``          Speaking rate (default 1.0).
-``tts_threads``        Cores a Piper clause uses when no other clause waits (a reply's
-                       first, usually; default 2); a clause queued behind another
-                       uses one.
+``tts_threads``        Cores a reply's first Piper clause uses (default 2); the
+                       clauses made ahead of playback use one, on a thread of their
+                       own.
 ``tts_url``            The openai synthesiser's base URL (as ``stt_url``).
 ``stt_timeout``,       Seconds an openai stage's request may take (default 30): past
 ``tts_timeout``        it, AGENT_ERROR (recoverable) and the session goes on.
@@ -45,6 +45,11 @@ Every option is ``--agent-option KEY=VALUE``:
 ``first_clause_words`` The first clause of a reply ends after this many words at
                        most, each later one at twice the words of the one before
                        (default 4; 0: at its first boundary).
+``max_reply_chars``    Characters of one reply that are spoken (default 2000): the
+                       rest is sent as text, not spoken (``docs/limits.md``).
+``max_sessions``       Voice sessions one process serves at once, connected or
+                       parked (default: :func:`default_session_limit`, from the
+                       machine's cores and memory; ``--max-sessions`` overrides it).
 =====================  ===========================================================
 
 The key of the openai stages comes from ``OPENAI_API_KEY`` only.
@@ -64,7 +69,7 @@ from ..agents.base import Agent, AgentFactory, AgentSetupError, SessionInfo
 from .agent import VoiceAgent, VoiceConfig, VoiceStages
 from .stages import SpeechToText, TextToSpeech, Vad
 
-__all__ = ["build_stages", "setup", "voice_factory"]
+__all__ = ["build_stages", "default_session_limit", "setup", "voice_factory"]
 
 _CONFIG_FIELDS: Final = {field.name for field in dataclasses.fields(VoiceConfig)}
 _OPTIONS: Final = {
@@ -87,9 +92,44 @@ _OPTIONS: Final = {
     "tts_timeout",
     "vad_model",
     "vad_sha256",
+    "max_sessions",
     *_CONFIG_FIELDS,
 }
 _DEFAULT_URL: Final = "https://api.openai.com/v1"
+#: Open voice sessions per core: their detectors and decoders cost about 1 % of a core
+#: each while the user speaks; the recogniser and the synthesiser, shared, are what a
+#: core can do for a few speakers at once (docs/voice.md, "Measured"), and most open
+#: sessions are silent at any moment.
+_SESSIONS_PER_CORE: Final = 32
+#: Memory one voice session may come to hold: two utterances of input audio at most
+#: (~3.6 MB), its connection's bounds (4 MiB, docs/limits.md) and synthesised speech
+#: held ahead of playback, with room to spare.
+_SESSION_MEMORY: Final = 32 << 20
+
+
+def _cores() -> int:
+    try:
+        return len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):  # not on Linux
+        return os.cpu_count() or 1
+
+
+def _memory() -> int | None:
+    try:
+        return os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+    except (AttributeError, OSError, ValueError):
+        return None
+
+
+def default_session_limit(cores: int | None = None, memory: int | None = None) -> int:
+    """The voice sessions one process serves at once by default: 32 per core, and no
+    more than one per 32 MiB of the machine's memory (64 on 2 cores and 24 GiB)."""
+    cores = cores if cores is not None else _cores()
+    memory = memory if memory is not None else _memory()
+    limit = max(1, cores) * _SESSIONS_PER_CORE
+    if memory is not None:
+        limit = min(limit, max(1, memory // _SESSION_MEMORY))
+    return limit
 
 
 def _number(options: dict[str, str], key: str, default: float, *, low: float = 0.0) -> float:
@@ -223,6 +263,10 @@ def setup(options: dict[str, str]) -> AgentFactory:
         if key.startswith("brain.")
     }
     config = _config(own)
+    limit = own.get("max_sessions")
+    max_sessions = (
+        default_session_limit() if limit is None else int(_number(own, "max_sessions", 0, low=1))
+    )
     try:
         brain_factory = load_agent(brain_name, brain_options, option_prefix="brain.")
     except KeyError as exc:
@@ -230,18 +274,25 @@ def setup(options: dict[str, str]) -> AgentFactory:
     except AgentSetupError as exc:
         raise AgentSetupError(f"brain {brain_name}: {exc}") from None
     stages = build_stages(own)
-    return voice_factory(stages, brain_factory, config)
+    return voice_factory(stages, brain_factory, config, max_sessions=max_sessions)
 
 
 def voice_factory(
-    stages: VoiceStages, brain_factory: AgentFactory, config: VoiceConfig
+    stages: VoiceStages,
+    brain_factory: AgentFactory,
+    config: VoiceConfig,
+    *,
+    max_sessions: int | None = None,
 ) -> Callable[[SessionInfo], Any]:
     """The agent factory: a voice agent around a new brain for each session, sharing
-    ``stages`` (for a ``VrtServer`` of your own: ``VrtServer(voice_factory(...))``)."""
+    ``stages`` (for a ``VrtServer`` of your own: ``VrtServer(voice_factory(...))``).
+    ``max_sessions`` travels with it as its ``max_sessions`` attribute, which a
+    ``VrtServer`` given no ``max_sessions`` of its own takes as its limit."""
 
     async def voice_agent(info: SessionInfo) -> VoiceAgent:
         made = brain_factory(info)
         brain: Agent = await made if inspect.isawaitable(made) else made
         return VoiceAgent(stages, brain, config)
 
+    voice_agent.max_sessions = max_sessions  # type: ignore[attr-defined]
     return voice_agent

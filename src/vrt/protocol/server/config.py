@@ -50,6 +50,11 @@ class ServerConfig:
     frame_burst: float = 4096.0
     byte_rate: float = float(256 << 10)
     byte_burst: float = float(2 << 20)
+    #: Input audio one connection may send, by its duration (budget.py): seconds of
+    #: audio per second (real time, and a tenth more for a client clock that runs a
+    #: little fast) and seconds saved up (a network stall of two seconds is absorbed).
+    audio_rate: float = 1.1
+    audio_burst: float = 2.0
     #: Audio items remembered for playback reports.
     remembered_items: int = 64
 
@@ -59,6 +64,13 @@ class ServerConfig:
                 raise ValueError(f"{name} must be positive")
         if self.max_unacked < 1 or self.max_unacked_bytes < 1 or self.max_state_bytes < 1:
             raise ValueError("max_unacked, max_unacked_bytes and max_state_bytes must be positive")
-        for name in ("frame_rate", "frame_burst", "byte_rate", "byte_burst"):
+        for name in (
+            "frame_rate",
+            "frame_burst",
+            "byte_rate",
+            "byte_burst",
+            "audio_rate",
+            "audio_burst",
+        ):
             if getattr(self, name) <= 0:
                 raise ValueError(f"{name} must be positive")

@@ -20,6 +20,7 @@ from typing import Any, Final, TypeAlias
 
 from ..codec import Decoded, Invalid, encode, shared_decoder
 from ..errors import ErrorCode, recoverable_by_default
+from ..formats import duration_ms
 from ..frames import HEADER_SIZE, FrameKind, parse_frame
 from ..machine import Machine
 from ..messages import UNSET, Ack, Error, Hello, Ping, Pong, Ready
@@ -54,8 +55,16 @@ class ServerConnection(Machine[ServerState, ServerInput]):
         self._last_frame = now
         self._hello_deadline = now + config.hello_timeout
         self._budget = ReadBudget(
-            config.frame_rate, config.frame_burst, config.byte_rate, config.byte_burst, now
+            config.frame_rate,
+            config.frame_burst,
+            config.byte_rate,
+            config.byte_burst,
+            now,
+            config.audio_rate,
+            config.audio_burst,
         )
+        #: Input audio frames dropped: read a whole audio burst beyond the budget.
+        self.dropped_audio = 0
         self._invalid: deque[float] | None = None  # made on the first invalid frame
 
     # -- driver interface --
@@ -292,8 +301,23 @@ class ServerConnection(Machine[ServerState, ServerInput]):
         self.session.receive_ack(decoded.message)
 
     def _pass_audio(self, event: AudioReceived, now: float) -> None:
-        assert self.session is not None
-        self.session.audio_received(event)
+        session = self.session
+        assert session is not None
+        # Charged by what it plays (budget.py): the driver stops reading while the
+        # audio runs ahead of real time; what was read a whole burst beyond is dropped,
+        # and the first drop is said once (a client that paces its audio loses none).
+        seconds = duration_ms(event.payload, session.record.input) / 1000.0
+        if seconds and self._budget.spend_audio(seconds, now) < -1:
+            self.dropped_audio += 1
+            if self.dropped_audio == 1:
+                self._error(
+                    ErrorCode.RATE_LIMITED,
+                    f"input audio more than {self.config.audio_burst:g} s ahead of real "
+                    "time: the frames beyond are dropped (§11)",
+                    True,
+                )
+            return
+        session.audio_received(event)
 
     def _invalid_input(self, invalid: Invalid, now: float) -> None:
         window = self._invalid
