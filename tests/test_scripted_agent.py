@@ -15,7 +15,14 @@ from typing import Any
 import pytest
 
 from vrt.agents.base import Agent, AgentSession, SessionInfo
-from vrt.agents.scripted import REMEMBERED, SCRIPTED_FORMATS, ScriptedAgent, scripted_agent
+from vrt.agents.scripted import (
+    REMEMBERED,
+    SCRIPTED_FORMATS,
+    ScriptedAgent,
+    scripted_agent,
+    spoken_command,
+    spoken_scripted_agent,
+)
 from vrt.audio import frame_bytes, silence, tone
 from vrt.protocol.codec import Invalid, decode_server, encode
 from vrt.protocol.frames import AudioFrame, FrameKind, build_frame, parse_frame
@@ -280,6 +287,41 @@ async def test_unknown_text_is_echoed_whole(h: Harness) -> None:
     h.text("  what   is this ")
     await h.idle()
     assert after_ready(h) == echo_summary(["what", "is", "this"])
+
+
+@pytest.mark.parametrize(
+    ("heard", "read"),
+    [
+        ("Echo, good morning.", "echo good morning."),
+        ("Speak 500.", "speak 500"),
+        ("Burst 3.", "burst 3"),
+        ("Context?", "context?"),
+        ("History?", "history?"),
+        ('Call add {"a": 1}', 'call add {"a": 1}'),
+        ("Error!", "error"),
+        # Not a command word: as heard.
+        ("Echoes of the past.", "Echoes of the past."),
+        ("Overlord now.", "Overlord now."),
+        ("", ""),
+    ],
+)
+def test_a_transcript_is_read_as_the_command_it_names(heard: str, read: str) -> None:
+    assert spoken_command(heard) == read
+
+
+def test_only_the_voice_agents_brain_reads_transcripts() -> None:
+    # The voice agent's options choose this factory for a scripted brain; that it is
+    # used is shown end to end by tests/voice/test_spoken_commands.py.
+    info = SessionInfo(None, (), (), None, None, None)
+    assert spoken_scripted_agent(info).spoken
+    assert not scripted_agent(info).spoken
+
+
+@scenario()
+async def test_typed_text_is_read_exactly(h: Harness) -> None:
+    h.text("Echo, hello")  # not the command: typed text is matched case-sensitively
+    await h.idle()
+    assert after_ready(h) == echo_summary(["Echo,", "hello"])
 
 
 @scenario()

@@ -106,6 +106,16 @@ Interruptions and other events
   :attr:`ScriptedAgent.playback` (for the last 64 items reported).
 * ``ToolSettled``: nothing (the futures of issued calls resolve in the seam).
 
+Spoken commands
+---------------
+As the voice agent's brain (``vrt serve``'s default) the agent hears transcripts, which
+a recogniser capitalises and punctuates: "Echo, good morning." or "Speak 500.". There
+(:func:`spoken_scripted_agent`) a transcript whose first word, lowercased and without
+the punctuation around it, names a command is read as that command, and the
+punctuation that ends a number argument is dropped: ``echo good morning.``,
+``speak 500``. Anything else is echoed as it was heard. Typed text is always read
+exactly as above.
+
 Restoring
 ---------
 ``restore(history)`` (the agent seam's way to rebuild an agent on another process,
@@ -154,7 +164,14 @@ from .strict_json import parse_json
 #: many a client sends (docs/limits.md).
 REMEMBERED: Final = 64
 
-__all__ = ["SCRIPTED_FORMATS", "ScriptedAgent", "echo", "scripted_agent"]
+__all__ = [
+    "SCRIPTED_FORMATS",
+    "ScriptedAgent",
+    "echo",
+    "scripted_agent",
+    "spoken_command",
+    "spoken_scripted_agent",
+]
 
 log = logging.getLogger(__name__)
 
@@ -176,6 +193,27 @@ MAX_MS: Final = 600_000
 HISTORY_TEXTS: Final = 16
 #: Commands whose reply waits (a tool result, real time); the others are sent at once.
 _WAITING_COMMANDS: Final = frozenset({"call", "calls", "speak", "server-tool"})
+#: Every command word, for reading a transcript as one (``spoken_command``).
+_COMMANDS: Final = _WAITING_COMMANDS | {"echo", "burst", "error", "history?", "context?"}
+#: Commands whose argument is a number a recogniser may end with a full stop.
+_NUMBER_COMMANDS: Final = frozenset({"speak", "burst", "server-tool", "calls"})
+_PUNCTUATION: Final = ".,;:!?\"'()"
+
+
+def spoken_command(text: str) -> str:
+    """A transcript read as a command where its first word names one (see "Spoken
+    commands" above); any other text unchanged."""
+    words = text.split()
+    if not words:
+        return text
+    head = words[0].strip(_PUNCTUATION).lower()
+    if words[0].rstrip(_PUNCTUATION.replace("?", "")).lower() in {"history?", "context?"}:
+        head += "?"
+    if head not in _COMMANDS:
+        return text
+    if head in _NUMBER_COMMANDS and len(words) > 1:
+        words[1] = words[1].strip(_PUNCTUATION)
+    return " ".join((head, *words[1:]))
 
 
 def _compact(value: Any) -> str:
@@ -256,7 +294,11 @@ class ScriptedAgent:
         lets an agent print it in any spacing; clients compare it parsed."""
         return _compact(value)
 
-    def __init__(self, *, vad_threshold: float = 0.02, hangover_ms: float = 300.0) -> None:
+    def __init__(
+        self, *, vad_threshold: float = 0.02, hangover_ms: float = 300.0, spoken: bool = False
+    ) -> None:
+        #: Texts are transcripts: read as commands as "Spoken commands" says.
+        self.spoken = spoken
         #: The last playback report per item id (§8.4), for the last REMEMBERED items.
         self.playback: dict[str, PlaybackReported] = {}
         #: The contexts the client sent, in order (§5.5): the last REMEMBERED of them.
@@ -324,6 +366,8 @@ class ScriptedAgent:
     def _on_text(self, session: AgentSession, text: str) -> None:
         # §6.3: the server interrupted the reply in flight before delivering the text.
         self._cancel_reply()
+        if self.spoken:
+            text = spoken_command(text)
         words = text.split()
         command = words[0] if words else ""
         earlier = list(self.recent_texts)
@@ -541,6 +585,13 @@ def _echo_tone(fmt: Format) -> bytes:
     """The echo reply's tone: the same bytes every time, computed once per format
     (generating it costs milliseconds of the event loop)."""
     return tone(ECHO_AUDIO_MS, fmt)
+
+
+def spoken_scripted_agent(info: SessionInfo) -> ScriptedAgent:
+    """The agent factory of the voice agent's scripted brain: transcripts are read as
+    commands ("Spoken commands" above)."""
+    del info
+    return ScriptedAgent(spoken=True)
 
 
 def setup(options: dict[str, str]) -> AgentFactory:

@@ -66,6 +66,7 @@ from typing import Any, Final
 from urllib.parse import urlsplit
 
 from ..agents.base import Agent, AgentFactory, AgentSetupError, SessionInfo
+from ..agents.scripted import scripted_agent, spoken_scripted_agent
 from .agent import VoiceAgent, VoiceConfig, VoiceStages
 from .stages import SpeechToText, TextToSpeech, Vad
 
@@ -273,6 +274,9 @@ def setup(options: dict[str, str]) -> AgentFactory:
         raise AgentSetupError(f"brain: {exc.args[0]}") from None
     except AgentSetupError as exc:
         raise AgentSetupError(f"brain {brain_name}: {exc}") from None
+    if brain_factory is scripted_agent:
+        # It hears transcripts, capitalised and punctuated: "Echo, good morning."
+        brain_factory = spoken_scripted_agent
     stages = build_stages(own)
     return voice_factory(stages, brain_factory, config, max_sessions=max_sessions)
 
