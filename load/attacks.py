@@ -12,7 +12,9 @@ at its peak and after, with the bound the attack hits. Loopback only; every proc
 ends with the attack.
 
 The voice attacks (``tiny-opus``, ``unspaced-text``, ``session-churn``, and
-``voice-sessions``, a thousand short honest sessions for the server's memory) run
+``voice-sessions``, a thousand short honest sessions for the server's memory;
+``voice-soak``, honest sessions opening and ending for ``--seconds``, with the server's
+memory and open files sampled every minute) run
 against the default ``vrt serve`` (the voice agent) with a voice bystander instead: it
 streams its microphone (silence, in real time) and types a line every second or so,
 timing each spoken reply from the text sent to the reply's first audio frame. It runs
@@ -497,6 +499,24 @@ async def session_churn(url: str, until: float) -> str:
     )
 
 
+async def _voice_session(url: str, *, speak_frames: int = 1, drop: bool = False) -> None:
+    """One short honest voice session: a second of microphone (``speak_frames`` 20 ms
+    frames of silence), a typed line, its spoken reply heard to the end; then a close,
+    or with ``drop`` the socket cut without one (the session parks, then expires)."""
+    async with connect(url, compression=None, max_size=None) as ws:
+        await hello(ws, input={"encoding": "pcm16", "sampleRate": 16000})
+        for seq in range(speak_frames):
+            await ws.send(_audio_frame(seq, _SILENCE))
+        await ws.send(json.dumps({"v": 1, "seq": 1, "type": "text", "text": "echo hi"}))
+        async with asyncio.timeout(30.0):
+            while True:
+                data = await ws.recv()
+                if isinstance(data, str) and '"idle"' in data:
+                    break
+        if drop:
+            ws.transport.abort()
+
+
 async def voice_sessions(url: str, until: float) -> str:
     """A thousand short honest voice sessions (issue 34, item 1): each types a line,
     hears its spoken reply to the end and closes, four at a time; the server's RSS is
@@ -506,28 +526,54 @@ async def voice_sessions(url: str, until: float) -> str:
     done = 0
     samples: list[float] = [rss_mb(pid)]
 
-    async def one() -> None:
-        nonlocal done
-        async with connect(url, compression=None, max_size=None) as ws:
-            await hello(ws, input={"encoding": "pcm16", "sampleRate": 16000})
-            await ws.send(_audio_frame(0, _SILENCE))
-            await ws.send(json.dumps({"v": 1, "seq": 1, "type": "text", "text": "echo hi"}))
-            async with asyncio.timeout(30.0):
-                while True:
-                    data = await ws.recv()
-                    if isinstance(data, str) and '"idle"' in data:
-                        break
-        done += 1
-        if done % 100 == 0:
-            samples.append(rss_mb(pid))
-
     async def worker(count: int) -> None:
+        nonlocal done
         for _ in range(count):
-            await one()
+            await _voice_session(url)
+            done += 1
+            if done % 100 == 0:
+                samples.append(rss_mb(pid))
 
     await asyncio.gather(*(worker(250) for _ in range(4)))
     return f"{done} sessions; RSS every 100 sessions (MB): " + ", ".join(
         f"{sample:.0f}" for sample in samples
+    )
+
+
+def open_files(pid: int) -> int:
+    """The process's open file descriptors (sockets, pipes, files)."""
+    return len(os.listdir(f"/proc/{pid}/fd"))
+
+
+async def voice_soak(url: str, until: float) -> str:
+    """The default server for ``--seconds`` (by hand: 1800) of voice sessions opening and
+    ending (issue 34's soak): four at a time, each a second of microphone and a spoken
+    reply, every third one cut without a close (it parks, then expires). The server's
+    RSS and open files are sampled every minute: both must settle and stay flat."""
+    pid = _served_pid(url)
+    done = failed = 0
+    samples: list[tuple[float, float, int]] = [(0.0, rss_mb(pid), open_files(pid))]
+    start = time.monotonic()
+
+    async def worker() -> None:
+        nonlocal done, failed
+        while time.monotonic() < until:
+            try:
+                await _voice_session(url, speak_frames=50, drop=done % 3 == 2)
+                done += 1
+            except (OSError, TimeoutError, websockets.WebSocketException):
+                failed += 1
+
+    async def sampler() -> None:
+        while time.monotonic() < until:
+            await asyncio.sleep(min(60.0, max(0.0, until - time.monotonic())))
+            samples.append((time.monotonic() - start, rss_mb(pid), open_files(pid)))
+
+    await asyncio.gather(sampler(), *(worker() for _ in range(4)))
+    await asyncio.sleep(2.0)  # the last dropped sessions park, then expire
+    samples.append((time.monotonic() - start, rss_mb(pid), open_files(pid)))
+    return f"{done} sessions, {failed} failed; (minute, RSS MB, open files): " + ", ".join(
+        f"({at / 60:.0f}, {rss:.0f}, {fds})" for at, rss, fds in samples
     )
 
 
@@ -555,6 +601,7 @@ VOICE_ATTACKS: Final[dict[str, Attack]] = {
     "unspaced-text": unspaced_text,
     "session-churn": session_churn,
     "voice-sessions": voice_sessions,
+    "voice-soak": voice_soak,
 }
 #: Seconds the voice bystander runs alone before a voice attack: its baseline.
 _BASELINE: Final = 10.0
@@ -612,7 +659,12 @@ async def run_attack(name: str, seconds: float) -> dict[str, Any]:
 
 def main(name: str, seconds: float) -> int:
     known = [*ATTACKS, *VOICE_ATTACKS]
-    names = list(ATTACKS) if name == "all" else list(VOICE_ATTACKS) if name == "voice" else [name]
+    if name == "all":
+        names = list(ATTACKS)
+    elif name == "voice":  # the soak runs alone, by hand
+        names = [each for each in VOICE_ATTACKS if each != "voice-soak"]
+    else:
+        names = [name]
     for each in names:
         if each not in known:
             print(

@@ -667,7 +667,8 @@ def main(argv: list[str] | None = None) -> int:
         metavar="NAME",
         help="instead of a load, run an attack with a bystander session (load/attacks.py): "
         "all, non-reading, connect-flood, json-shapes, frame-flood, context-bloat, no-hello; "
-        "voice (every voice attack), tiny-opus, unspaced-text, session-churn, voice-sessions",
+        "voice (every voice attack but the soak), tiny-opus, unspaced-text, session-churn, "
+        "voice-sessions, voice-soak (by hand: --seconds 1800)",
     )
     parser.add_argument(
         "--seconds", type=float, default=15.0, help="with --attack: how long each attack runs"
