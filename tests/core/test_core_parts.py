@@ -4,6 +4,7 @@ decoder's second parser (§2.2, §9.1) and strict encoding."""
 
 from __future__ import annotations
 
+import json
 from typing import Any, Final
 
 import pytest
@@ -125,6 +126,19 @@ def test_capabilities_are_negotiated_and_gated() -> None:
     assert gating_capability("text") is None
     with pytest.raises(LocalProtocolError):
         check_gated("tool.stream", ())
+
+
+def test_a_client_holds_in_effect_only_what_it_offered() -> None:
+    """§3.3: the capabilities in effect are offered ones; a ready naming one the client
+    never offered does not put it in effect."""
+    pcm = {"encoding": "pcm16", "sampleRate": 24000}
+    ready = {"v": 1, "seq": 0, "type": "ready", "sessionId": "s", "input": pcm, "output": pcm}
+    ready["capabilities"] = ["x-other", TOOL_STREAM]
+    for offered, in_effect in (((TOOL_STREAM,), (TOOL_STREAM,)), ((), ())):
+        client = ClientSession(capabilities=offered)
+        client.connection_made(0.0)
+        client.receive_text(json.dumps(ready), 0.0)
+        assert client.capabilities == in_effect
 
 
 @pytest.mark.parametrize(

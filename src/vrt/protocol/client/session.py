@@ -266,7 +266,10 @@ class ClientSession(Machine[ClientState, ClientInput], EpochGate):
         ready, resend = opened
         self.session_id = ready.session_id
         self.input, self.output = ready.input, ready.output
-        self.capabilities = ready.capabilities if ready.capabilities is not UNSET else ()
+        granted = ready.capabilities if ready.capabilities is not UNSET else ()
+        # §3.3: what is in effect is offered tokens the server supports; one this client
+        # never offered (a server's mistake, or a token it does not know) is not in effect.
+        self.capabilities = tuple(c for c in granted if c in self.offered_capabilities)
         for data in resend:  # §5.4: in order, before any new sequenced message
             self._write(data, now)
         self._events.append(
