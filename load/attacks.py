@@ -11,10 +11,12 @@ max, and how many pings went unanswered) and the server's resident memory before
 at its peak and after, with the bound the attack hits. Loopback only; every process
 ends with the attack.
 
-The voice attacks (``tiny-opus``, ``unspaced-text``, ``session-churn``, and
-``voice-sessions``, a thousand short honest sessions for the server's memory;
-``voice-soak``, honest sessions opening and ending for ``--seconds``, with the server's
-memory and open files sampled every minute) run
+The voice attacks (``tiny-opus``, ``unspaced-text``, ``session-churn``,
+``fast-speech`` (the speech corpus as pcmu at 30 times real time), ``many-speakers``
+(ten sessions speaking in real time, taking turns), and ``voice-sessions``, a
+thousand short honest sessions for the server's memory; ``voice-soak``, honest
+sessions opening and ending for ``--seconds``, with the server's memory and open
+files sampled every minute) run
 against the default ``vrt serve`` (the voice agent) with a voice bystander instead: it
 streams its microphone (silence, in real time) and types a line every second or so,
 timing each spoken reply from the text sent to the reply's first audio frame. It runs
@@ -37,12 +39,17 @@ import subprocess
 import sys
 import threading
 import time
+import wave
+from array import array
 from collections.abc import Callable, Coroutine
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any, Final
 
 import websockets
 from websockets.asyncio.client import ClientConnection, connect
+
+from vrt.audio import pcm16_to_pcmu
 
 HOST: Final = "127.0.0.1"
 PING_EVERY: Final = 0.02
@@ -499,6 +506,132 @@ async def session_churn(url: str, until: float) -> str:
     )
 
 
+#: The test corpus: utterances spoken by espeak-ng, 16 kHz pcm16 (tests/voice/make_speech.py).
+_SPEECH: Final = Path(__file__).resolve().parent.parent / "tests" / "voice" / "speech"
+
+
+def _speech_pcm16() -> list[bytes]:
+    """Each corpus utterance (16 kHz pcm16) followed by a second of silence: the
+    detector ends each turn, and a final decode is queued for it."""
+    out = []
+    for name in sorted(json.loads((_SPEECH / "manifest.json").read_text())):
+        with wave.open(str(_SPEECH / name), "rb") as recording:
+            out.append(recording.readframes(recording.getnframes()) + bytes(32000))
+    return out
+
+
+def _to_pcmu(pcm16_16k: bytes) -> bytes:
+    """16 kHz pcm16 as 8 kHz G.711 µ-law (pairs of samples averaged)."""
+    samples = array("h", pcm16_16k[: len(pcm16_16k) // 4 * 4])
+    halved = array("h", ((a + b) // 2 for a, b in zip(samples[::2], samples[1::2], strict=True)))
+    return pcm16_to_pcmu(halved.tobytes())
+
+
+async def _newcomer(url: str, until: float, probes: dict[str, int]) -> None:
+    """A new voice session asked for every second once an attack has begun: admitted or
+    refused at capacity (it leaves at once), counted in ``probes``."""
+    await asyncio.sleep(3.0)
+    while time.monotonic() < until:
+        with contextlib.suppress(OSError, websockets.WebSocketException):
+            async with connect(url, compression=None, max_size=None) as ws:
+                ready = await hello(ws, input={"encoding": "pcm16", "sampleRate": 16000})
+                probes["ready" if ready["type"] == "ready" else "refused"] += 1
+        await asyncio.sleep(1.0)
+
+
+async def fast_speech(url: str, until: float) -> str:
+    """One client speaking the corpus as pcmu at 30 times real time, within every read
+    budget, reconnecting after each cut (issue 31, item 4): as much recognition as one
+    connection can ask for."""
+    speech = b"".join(_to_pcmu(pcm) for pcm in _speech_pcm16())
+    frame = 160  # 20 ms of 8 kHz µ-law
+    sent = sessions = refused = 0
+    probes = {"ready": 0, "refused": 0}
+    newcomer = asyncio.create_task(_newcomer(url, until, probes))
+    while time.monotonic() < until:
+        with contextlib.suppress(Exception):
+            async with connect(url, compression=None, max_size=None) as ws:
+                ready = await hello(ws, input={"encoding": "pcmu", "sampleRate": 8000})
+                if ready["type"] != "ready":
+                    refused += 1
+                    await asyncio.sleep(0.5)
+                    continue
+                sessions += 1
+                reader = asyncio.create_task(_drain(ws))
+                seq = offset = 0
+                began = time.perf_counter()
+                with contextlib.suppress(TimeoutError):
+                    async with asyncio.timeout(max(0.0, until - time.monotonic())):
+                        while True:
+                            for _ in range(30):  # 30 frames per 20 ms: 30x real time
+                                if offset + frame > len(speech):
+                                    offset = 0
+                                await ws.send(_audio_frame(seq, speech[offset : offset + frame]))
+                                offset += frame
+                                seq += 1
+                            sent += 30
+                            wait = began + (sent / 30) * 0.02 - time.perf_counter()
+                            await asyncio.sleep(max(0.0, wait))
+                reader.cancel()
+    await newcomer
+    return (
+        f"{sent * 0.02:.0f} s of speech sent in {sessions} session(s), {refused} refused "
+        f"at capacity; charged by duration: about real time, the rest dropped; a newcomer "
+        f"each second: {probes['ready']} admitted, {probes['refused']} refused at capacity"
+    )
+
+
+async def many_speakers(url: str, until: float) -> str:
+    """Ten sessions speaking the corpus in real time, taking turns as people do: an
+    utterance, its spoken reply heard to the end, a pause of 0.5-1.5 s, the next
+    (issue 31, item 4); a session refused at capacity tries again a second later."""
+    utterances = _speech_pcm16()
+    exchanges = refused = errors = 0
+
+    async def speaker(index: int) -> None:
+        nonlocal exchanges, refused, errors
+        rng = random.Random(index)
+        while time.monotonic() < until:
+            try:
+                async with connect(url, compression=None, max_size=None) as ws:
+                    ready = await hello(ws, input={"encoding": "pcm16", "sampleRate": 16000})
+                    if ready["type"] != "ready":
+                        refused += 1
+                        await asyncio.sleep(1.0)
+                        continue
+                    seq = 0
+                    while time.monotonic() < until:
+                        pcm = utterances[rng.randrange(len(utterances))]
+                        began = time.perf_counter()
+                        for n, start in enumerate(range(0, len(pcm), 640)):
+                            await ws.send(_audio_frame(seq, pcm[start : start + 640]))
+                            seq += 1
+                            await asyncio.sleep(max(0.0, began + n * 0.02 - time.perf_counter()))
+                        async with asyncio.timeout(max(0.1, until - time.monotonic())):
+                            while True:
+                                data = await ws.recv()
+                                if isinstance(data, str):
+                                    message = json.loads(data)
+                                    if message["type"] == "error":
+                                        errors += 1
+                                    if message.get("state") == "idle":
+                                        exchanges += 1
+                                        break
+                        await asyncio.sleep(rng.uniform(0.5, 1.5))
+            except (OSError, TimeoutError, websockets.WebSocketException):
+                await asyncio.sleep(0.5)
+
+    probes = {"ready": 0, "refused": 0}
+    await asyncio.gather(
+        _newcomer(url, until, probes), *(speaker(n) for n in range(10)), return_exceptions=True
+    )
+    return (
+        f"{exchanges} exchanges over 10 speakers, {errors} error(s), {refused} speaker "
+        f"session(s) refused at capacity; a newcomer each second: {probes['ready']} "
+        f"admitted, {probes['refused']} refused at capacity"
+    )
+
+
 async def _voice_session(url: str, *, speak_frames: int = 1, drop: bool = False) -> None:
     """One short honest voice session: a second of microphone (``speak_frames`` 20 ms
     frames of silence), a typed line, its spoken reply heard to the end; then a close,
@@ -600,6 +733,8 @@ VOICE_ATTACKS: Final[dict[str, Attack]] = {
     "tiny-opus": tiny_opus,
     "unspaced-text": unspaced_text,
     "session-churn": session_churn,
+    "fast-speech": fast_speech,
+    "many-speakers": many_speakers,
     "voice-sessions": voice_sessions,
     "voice-soak": voice_soak,
 }

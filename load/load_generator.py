@@ -668,6 +668,7 @@ def main(argv: list[str] | None = None) -> int:
         help="instead of a load, run an attack with a bystander session (load/attacks.py): "
         "all, non-reading, connect-flood, json-shapes, frame-flood, context-bloat, no-hello; "
         "voice (every voice attack but the soak), tiny-opus, unspaced-text, session-churn, "
+        "fast-speech, many-speakers, "
         "voice-sessions, voice-soak (by hand: --seconds 1800)",
     )
     parser.add_argument(

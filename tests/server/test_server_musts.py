@@ -31,8 +31,8 @@ from support import (
     of_type,
     speech,
 )
-from vrt.agents.base import MAX_QUEUED_AUDIO, AgentSession
-from vrt.agents.scripted import SCRIPTED_FORMATS
+from vrt.agents.base import MAX_QUEUED_AUDIO, AgentSession, SessionInfo
+from vrt.agents.scripted import SCRIPTED_FORMATS, ScriptedAgent
 from vrt.audio import silence, tone
 from vrt.protocol.codec import Decoded, Limits
 from vrt.protocol.frames import AudioFrame, FrameKind
@@ -1548,6 +1548,51 @@ class TestSection11Limits:
         await eventually(lambda: server.server.session_count == 1, 5.0, "the expiry")
         fourth, _ = await open_session(server.url)  # room again
         assert chunks(await reply(fourth, "echo in")) == ["in"]
+
+    async def test_an_agent_that_refuses_admission_refuses_new_sessions_only(
+        self, start: StartServer, connect: Connect, open_session: OpenSession
+    ) -> None:
+        """§5.1 "opening | the session cannot start | error START_FAILED, close 1011":
+        an agent factory's ``admit`` (the voice agent's, when its recogniser is
+        saturated: issue 31.4) refuses a new session that way with its reason; the open
+        session goes on, a resume is served, and once it admits again a new one opens."""
+        refusal: list[str] = ["the voice agent is at capacity; try again later"]
+        asked: list[int] = []
+
+        def admit() -> str | None:
+            asked.append(1)
+            return refusal[0] if refusal else None
+
+        def factory(info: SessionInfo) -> ScriptedAgent:
+            return ScriptedAgent()
+
+        factory.admit = admit  # type: ignore[attr-defined]
+        server = await start(agent_factory=factory, resume_window=5.0)
+        refusal.clear()
+        first, first_ready = await open_session(server.url)
+        refusal.append("the voice agent is at capacity; try again later")
+        refused = await connect(server.url)
+        await refused.send_hello()
+        error = await expect_error(refused, "START_FAILED")
+        assert error.message.recoverable is False
+        assert "the voice agent is at capacity" in error.message.message
+        assert (await refused.closed())[0] == 1011
+        assert server.server.session_count == 1
+        await first.close()  # the open one goes on: parked, then resumed
+        session = server.server.session(first_ready.session_id)
+        assert session is not None
+        await eventually(lambda: session.status == "parked", what="parked")
+        before = len(asked)
+        again = await connect(server.url)
+        await again.send_hello(sessionId=first_ready.session_id, resumeFrom=0)
+        resumed = (await again.expect(Ready)).message
+        assert isinstance(resumed, Ready)
+        assert len(asked) == before  # a resume is never asked
+        assert chunks(await reply(again, "echo back")) == ["back"]
+        refusal.clear()  # the load fell
+        second, _ = await open_session(server.url)
+        assert chunks(await reply(second, "echo in")) == ["in"]
+        assert server.server.session_count == 2
 
     async def test_too_deep_is_limit_exceeded_and_dropped(
         self, start: StartServer, open_session: OpenSession

@@ -182,3 +182,59 @@ async def test_a_sessions_utterances_share_one_queued_job(
             await asyncio.sleep(0)
     assert partials == ["partial 3"]
     assert gate.ran == [0, 1, 3]
+
+
+# -- saturation, for admission (issue 31.4) --
+
+
+class Clock:
+    """A clock the test moves by hand."""
+
+    def __init__(self) -> None:
+        self.now = 100.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+async def test_finals_waiting_behind_finals_saturate_it_for_a_while(gate: Gate) -> None:
+    clock = Clock()
+    queue = DecodeQueue(gate, ThreadPoolExecutor(1), limit=10, busy_finals=2, hold=5.0, clock=clock)
+    running = queue.submit("a", _audio(0), final=True)  # holds the thread
+    waiting = [queue.submit(owner, _audio(n), final=True) for n, owner in enumerate("bc", 1)]
+    assert not queue.saturated  # one final running, two waiting: within the aim
+    third = queue.submit("d", _audio(3), final=True)  # behind two waiting finals
+    assert queue.saturated
+    for _ in range(4):
+        gate.go.release()
+    await _settle(running, *waiting, third)
+    clock.now += 4.9
+    assert queue.saturated  # held for a while after the last sign
+    clock.now += 0.2
+    assert not queue.saturated  # the load fell: admitted again
+
+
+async def test_a_final_that_waited_past_the_lag_saturates_it(gate: Gate) -> None:
+    clock = Clock()
+    queue = DecodeQueue(gate, ThreadPoolExecutor(1), busy_finals=5, max_lag=0.3, clock=clock)
+    running = queue.submit("a", _audio(0), final=False)
+    final = queue.submit("b", _audio(1), final=True)
+    assert not queue.saturated
+    clock.now += 0.5  # the running decode holds the final back past the lag
+    gate.go.release()
+    gate.go.release()
+    await _settle(running, final)
+    assert queue.saturated
+
+
+async def test_a_final_refused_over_capacity_saturates_it(gate: Gate) -> None:
+    queue = DecodeQueue(gate, ThreadPoolExecutor(1), limit=1, busy_finals=5, clock=Clock())
+    running = queue.submit("a", _audio(0), final=True)
+    queued = queue.submit("b", _audio(1), final=True)
+    assert not queue.saturated
+    refused = queue.submit("c", _audio(2), final=True)
+    assert isinstance(refused.exception(), StageError)
+    assert queue.saturated
+    gate.go.release()
+    gate.go.release()
+    await _settle(running, queued)

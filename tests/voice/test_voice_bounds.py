@@ -12,6 +12,8 @@ import math
 import threading
 import weakref
 from collections.abc import AsyncIterator, Iterator
+from concurrent.futures import ThreadPoolExecutor
+from types import SimpleNamespace
 from typing import Any
 
 import numpy as np
@@ -35,6 +37,7 @@ from vrt.voice.clauses import (
     first_clause,
     speakable,
 )
+from vrt.voice.decode_queue import DecodeQueue
 from vrt.voice.options import default_session_limit, voice_factory
 from vrt.voice.stages import Samples
 
@@ -187,6 +190,55 @@ async def test_past_the_voice_session_limit_a_new_session_gets_start_failed(
         events = await _until_idle(clients[0])
         assert "still here" in "".join(e.text for e in events if isinstance(e, TextReceived))
     finally:
+        for client in clients:
+            await client.close()
+        await server.close()
+
+
+class _Clock:
+    def __init__(self) -> None:
+        self.now = 0.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+async def test_while_the_recogniser_is_saturated_a_new_voice_session_is_refused(
+    stages: Any,
+) -> None:
+    """Admission by load (issue 31.4): while the shared recogniser's queue is saturated
+    a new voice session gets START_FAILED and close 1011 "the voice agent is at
+    capacity" (§5.1); the open session goes on; once the load falls, one opens again."""
+    clock = _Clock()
+    release = threading.Event()
+
+    def decode(audio: Samples, final: bool) -> str:
+        release.wait(10.0)
+        return ""
+
+    queue = DecodeQueue(decode, ThreadPoolExecutor(1), busy_finals=0, hold=5.0, clock=clock)
+    saturating = VoiceStages(vad=stages.vad, stt=SimpleNamespace(queue=queue), tts=stages.tts)
+    factory = voice_factory(saturating, lambda info: ScriptedAgent(), VoiceConfig())
+    server = await start_server(agent_factory=factory)
+    clients = await _open_sessions(server.url, 1)
+    try:
+        job = queue.submit("someone", np.zeros(160, np.float32), final=True)
+        assert queue.saturated
+        refused = VrtClient(server.url, input=PCM16K)
+        with pytest.raises(Exception, match="the voice agent is at capacity"):
+            await refused.connect()
+        await refused.close()
+        assert server.server.session_count == 1
+        await clients[0].send_text("echo still here")
+        events = await _until_idle(clients[0])
+        assert "still here" in "".join(e.text for e in events if isinstance(e, TextReceived))
+        release.set()
+        await asyncio.wait([job])
+        clock.now += 6.0  # the load fell: no sign of saturation for the hold
+        clients += await _open_sessions(server.url, 1)
+        assert server.server.session_count == 2
+    finally:
+        release.set()
         for client in clients:
             await client.close()
         await server.close()

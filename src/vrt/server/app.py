@@ -15,7 +15,7 @@ import functools
 import inspect
 import logging
 import ssl
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import replace
 from typing import Any
 from urllib.parse import parse_qsl, urlsplit
@@ -86,6 +86,10 @@ class VrtServer:
         longest (its resume then fails with RESUME_FAILED, §5.4); with none parked it gets
         ``START_FAILED`` and close 1011 (§5.1). Resumes are always served. Without it,
         the agent factory's ``max_sessions`` attribute when it has one (the voice agent's).
+        An agent factory may also have an ``admit`` attribute, a callable asked before
+        each new session: ``None`` admits it, a string refuses it that way with the
+        string as the reason (the voice agent's when its recogniser is saturated,
+        docs/limits.md). Resumes are never asked.
     :param max_parked: when given, at most this many parked sessions: parking one more
         evicts the session parked the longest.
     :param max_connections: TCP connections open at once, upgraded or not; beyond it a
@@ -136,6 +140,8 @@ class VrtServer:
             if max_sessions is not None
             else getattr(agent_factory, "max_sessions", None)
         )
+        # Admission by load (the voice agent's, issue 31.4): asked for new sessions only.
+        self._admit: Callable[[], str | None] | None = getattr(agent_factory, "admit", None)
         self.max_parked = max_parked
         self.authenticator = authenticator
         self.auth_failures = FailedAuthLimiter() if auth_failures is None else auth_failures
@@ -160,6 +166,7 @@ class VrtServer:
         # per 10 s each, with the count (docs/operations.md#logs).
         self._store_refused_start = Throttled(log, logging.WARNING)
         self._store_refused_resume = Throttled(log, logging.WARNING)
+        self._refused_busy = Throttled(log, logging.WARNING)
         if observer is None:
             from .telemetry import Telemetry
             from .tracing import configured_tracer
@@ -599,6 +606,9 @@ class VrtServer:
         ):
             self._refuse_full(connection, limit)
             return
+        if self._admit is not None and (reason := self._admit()) is not None:
+            self._refuse_busy(connection, reason)
+            return
         self._starting += 1
         try:
             await self._start_session(connection, hello, principal)
@@ -619,6 +629,13 @@ class VrtServer:
                 "at the limit of %d sessions: refused %d new session(s)", limit, self._refused_full
             )
             self._warned_full_at, self._refused_full = now, 0
+
+    def _refuse_busy(self, connection: ClientConnection, reason: str) -> None:
+        if self.observer is not None:
+            self.observer.session_refused("capacity")
+        connection.protocol.refuse_start(reason)
+        self._pump(connection)
+        self._refused_busy("refused a new session: %s", reason)
 
     async def _start_session(
         self, connection: ClientConnection, hello: Hello, principal: str | None

@@ -102,8 +102,8 @@ class ServerObserver:
         """A new session is open (§5.2)."""
 
     def session_refused(self, reason: str) -> None:
-        """A new session was refused: ``unauthorized``, ``limit``, ``draining``,
-        ``too_large`` or ``agent_failed``."""
+        """A new session was refused: ``unauthorized``, ``limit``, ``capacity`` (the
+        agent's ``admit``), ``draining``, ``too_large`` or ``agent_failed``."""
 
     def resumed(self, session_id: str, outcome: str) -> None:
         """A resume (§5.4): ``resumed``, ``refused`` (unknown, foreign or expired) or

@@ -18,12 +18,21 @@ order that keeps the sessions that wait for an answer ahead of the rest (issue 3
   the utterance was dropped: :meth:`SpeculativeRecognition.cancel`) leaves the queue
   at once, and the result of one already running is thrown away.
 
-A dropped job's future is cancelled. Order and bounds are by count, never by a clock.
+* **Saturation, for admission.** The queue is :attr:`~DecodeQueue.saturated` for
+  ``hold`` seconds after the last sign that it cannot keep the 500 ms voice-to-voice aim
+  (docs/voice.md): a final queued behind ``busy_finals`` waiting finals, a final that
+  waited more than ``max_lag`` seconds before its decode began, or a final refused over
+  capacity. The voice agent's factory refuses new sessions while it is (issue 31.4,
+  docs/limits.md); the sessions already open go on.
+
+A dropped job's future is cancelled. Order and bounds are by count; only saturation
+looks at a clock.
 """
 
 from __future__ import annotations
 
 import asyncio
+import time
 from collections import deque
 from collections.abc import Callable
 from concurrent.futures import Executor
@@ -32,10 +41,18 @@ from typing import Final
 
 from .stages import Samples, StageError
 
-__all__ = ["DEFAULT_LIMIT", "DecodeQueue"]
+__all__ = ["BUSY_FINALS", "DEFAULT_LIMIT", "HOLD", "MAX_LAG", "DecodeQueue"]
 
 #: Queued jobs at most: with finals of about 0.2 s each, the last waits about 2 s.
 DEFAULT_LIMIT: Final = 10
+#: A final queued behind this many waiting finals waits about 0.4 s or more before its
+#: own decode: past the 500 ms aim once synthesis starts.
+BUSY_FINALS: Final = 2
+#: A final whose decode began this many seconds after it was queued missed the aim.
+MAX_LAG: Final = 0.3
+#: Seconds the queue stays saturated after the last sign of it: long enough for a
+#: turn-taking conversation's pauses not to open the door between bursts.
+HOLD: Final = 5.0
 
 
 @dataclass(eq=False, slots=True)
@@ -44,6 +61,7 @@ class _Job:
     final: bool
     audio: Samples
     future: asyncio.Future[str] = field(repr=False)
+    queued_at: float = 0.0
 
 
 class DecodeQueue:
@@ -57,10 +75,19 @@ class DecodeQueue:
         executor: Executor,
         *,
         limit: int = DEFAULT_LIMIT,
+        busy_finals: int = BUSY_FINALS,
+        max_lag: float = MAX_LAG,
+        hold: float = HOLD,
+        clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self._decode = decode
         self._executor = executor
         self.limit = limit
+        self.busy_finals = busy_finals
+        self.max_lag = max_lag
+        self.hold = hold
+        self._clock = clock
+        self._saturated_at: float | None = None
         self._finals: deque[_Job] = deque()
         self._partials: deque[_Job] = deque()
         self._queued: dict[object, _Job] = {}  # each owner's one queued job
@@ -73,6 +100,16 @@ class DecodeQueue:
     def waiting(self) -> int:
         return len(self._finals) + len(self._partials)
 
+    @property
+    def saturated(self) -> bool:
+        """Whether the queue showed, within the last ``hold`` seconds, that it cannot
+        keep the aim (see the module documentation)."""
+        marked = self._saturated_at
+        return marked is not None and self._clock() - marked < self.hold
+
+    def _mark_saturated(self) -> None:
+        self._saturated_at = self._clock()
+
     def submit(self, owner: object, audio: Samples, *, final: bool) -> asyncio.Future[str]:
         """Queue a decode of ``audio`` for ``owner`` (a session's recognition); its text
         comes through the future (cancelled if the job is dropped)."""
@@ -80,16 +117,19 @@ class DecodeQueue:
         if loop is not self._loop:
             self._restart(loop)
         future: asyncio.Future[str] = loop.create_future()
-        job = _Job(owner, final, audio, future)
+        job = _Job(owner, final, audio, future, self._clock())
         queued = self._queued.get(owner)
         if queued is not None:
             if queued.final and not final:
                 future.cancel()  # the session's final waits: a preview adds nothing
                 return future
             self._drop(queued)
+        if final and len(self._finals) >= self.busy_finals:
+            self._mark_saturated()
         if self.waiting >= self.limit:
             if not final or not self._partials:
                 if final:
+                    self._mark_saturated()
                     future.set_exception(
                         StageError(
                             "speech recognition is over capacity "
@@ -138,6 +178,8 @@ class DecodeQueue:
         del self._queued[job.owner]
         self._running = job
         self.started += 1
+        if job.final and self._clock() - job.queued_at > self.max_lag:
+            self._mark_saturated()
         assert self._loop is not None
         work = self._loop.run_in_executor(self._executor, self._decode, job.audio, job.final)
         work.add_done_callback(lambda done: self._finished(job, done))

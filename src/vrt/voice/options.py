@@ -291,7 +291,9 @@ def voice_factory(
     """The agent factory: a voice agent around a new brain for each session, sharing
     ``stages`` (for a ``VrtServer`` of your own: ``VrtServer(voice_factory(...))``).
     ``max_sessions`` travels with it as its ``max_sessions`` attribute, which a
-    ``VrtServer`` given no ``max_sessions`` of its own takes as its limit."""
+    ``VrtServer`` given no ``max_sessions`` of its own takes as its limit. Its ``admit``
+    attribute refuses new sessions while the recogniser's queue is saturated (issue 31.4,
+    :attr:`~vrt.voice.decode_queue.DecodeQueue.saturated`); the open ones go on."""
 
     async def voice_agent(info: SessionInfo) -> VoiceAgent:
         made = brain_factory(info)
@@ -299,4 +301,12 @@ def voice_factory(
         return VoiceAgent(stages, brain, config)
 
     voice_agent.max_sessions = max_sessions  # type: ignore[attr-defined]
+    queue = getattr(stages.stt, "queue", None)  # a recogniser shared by every session
+
+    def admit() -> str | None:
+        if queue is not None and queue.saturated:
+            return "the voice agent is at capacity; try again later"
+        return None
+
+    voice_agent.admit = admit  # type: ignore[attr-defined]
     return voice_agent
