@@ -111,7 +111,12 @@ async def run(scenario: str, count: int) -> _Writer:
 
     unlimited = float(1 << 40)
     config = ServerConfig(
-        frame_rate=unlimited, frame_burst=unlimited, byte_rate=unlimited, byte_burst=unlimited
+        frame_rate=unlimited,
+        frame_burst=unlimited,
+        byte_rate=unlimited,
+        byte_burst=unlimited,
+        audio_rate=unlimited,
+        audio_burst=unlimited,
     )
     server = VrtServer(
         bench_agent_factory(),

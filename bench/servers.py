@@ -279,7 +279,12 @@ async def serve_vrt(stop: asyncio.Event, experiments: list[str], store: str = ""
     # clients (docs/limits.md); their checks still run on every frame and write.
     unlimited = float(1 << 40)
     config = ServerConfig(
-        frame_rate=unlimited, frame_burst=unlimited, byte_rate=unlimited, byte_burst=unlimited
+        frame_rate=unlimited,
+        frame_burst=unlimited,
+        byte_rate=unlimited,
+        byte_burst=unlimited,
+        audio_rate=unlimited,  # audio by its duration: real time for an honest client
+        audio_burst=unlimited,
     )
     edge = EdgeLimits(max_message_bytes=4 << 20, max_write_buffer=1 << 30)
     session_store = None
