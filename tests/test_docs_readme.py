@@ -7,6 +7,7 @@ from __future__ import annotations
 import re
 import shlex
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 from typer.testing import CliRunner
@@ -72,5 +73,6 @@ def test_each_serve_command_of_the_readme_is_accepted(
     agent = args[args.index("--agent") + 1] if "--agent" in args else DEFAULT_AGENT
     for key in ("OPENAI_API_KEY", "GEMINI_API_KEY"):
         monkeypatch.setenv(key, "test-key")
-    monkeypatch.setattr("vrt.voice.options.build_stages", lambda own: None)
+    unloaded = SimpleNamespace(vad=None, stt=None, tts=None)  # no speech models
+    monkeypatch.setattr("vrt.voice.options.build_stages", lambda own: unloaded)
     assert load_agent(agent, options) is not None
