@@ -68,7 +68,8 @@ class Env:
 
     async def start(self) -> None:
         # Classification, not rates, is judged here: the invalid-frame limit and the read
-        # budget are lifted (test_security.py and test_hardening.py test them).
+        # budgets, audio's by its duration included, are lifted (test_security.py,
+        # test_hardening.py and tests/rules test them).
         unlimited = float(1 << 40)
         config = ServerConfig(
             max_invalid=10**9,
@@ -76,6 +77,8 @@ class Env:
             frame_burst=unlimited,
             byte_rate=unlimited,
             byte_burst=unlimited,
+            audio_rate=unlimited,
+            audio_burst=unlimited,
         )
         self.server = await start_server(config=config)
         self.fuzzed = await RawClient.connect(self.server.url, auto_ack=True)
