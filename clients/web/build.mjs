@@ -1,5 +1,6 @@
 // Builds the package (dist/), the demo page (dist/demo/), the conformance runner's page
-// (dist/conformance/) and, with --tests, the Node tests (dist-test/). --size prints the
+// (dist/conformance/) and, with --tests, the Node tests (dist-test/), after generating
+// the protocol constants (src/gen/protocol.ts, tools/generate.mjs). --size prints the
 // minified + gzip size of each entry point. esbuild bundles; tsc writes the .d.ts files.
 // --package-demo also copies the demo page into the Python package
 // (src/vrt/_web/demo, committed), so that `vrt demo` works from a wheel built without
@@ -8,6 +9,7 @@ import { build } from "esbuild";
 import { execFileSync } from "node:child_process";
 import { cpSync, mkdirSync, readFileSync, readdirSync, rmSync, writeFileSync } from "node:fs";
 import { gzipSync } from "node:zlib";
+import { generate } from "./tools/generate.mjs";
 
 const here = new URL(".", import.meta.url).pathname;
 const args = new Set(process.argv.slice(2));
@@ -89,6 +91,7 @@ function packageDemo() {
   writeFileSync(`${target}/demo.js`, script);
 }
 
+generate();
 const code = await worklets();
 await library(code);
 if (args.has("--package-demo")) packageDemo();

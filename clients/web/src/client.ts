@@ -13,7 +13,8 @@
  * time (§5.1, §5.4), as the Python `vrt.client.VrtClient` does.
  */
 
-import type { VrtEvent, VrtEventMap, VrtEventName } from "./events.js";
+import type { VrtEvent, VrtEventMap, VrtEventName, VrtEventOf } from "./events.js";
+import { CLOSE } from "./gen/protocol.js";
 import type { FailureCode, Format, InterruptReason } from "./messages.js";
 import { ClientSession, type Output, type SessionEvent } from "./session.js";
 import { registerTool, ToolError, type RegisteredTool, type SchemaValidator, type ToolHandler, type ToolOptions } from "./tools.js";
@@ -204,7 +205,7 @@ export class VrtClient extends EventTarget {
       };
       ws.onmessage = null;
       this.ws = null;
-      ws.close(1000, "client done");
+      ws.close(CLOSE.NORMAL, "client done");
     });
   }
 
@@ -311,7 +312,7 @@ export class VrtClient extends EventTarget {
     this.openTimer = this.clock.setTimeout(() => {
       this.openTimer = null;
       if (this.ws !== ws || this.opened) return;
-      ws.close(1000, "no ready in time");
+      ws.close(CLOSE.NORMAL, "no ready in time");
       this.lost(null, "no ready in time");
     }, this.options.openTimeoutMs ?? 10_000);
     ws.binaryType = "arraybuffer";
@@ -341,12 +342,7 @@ export class VrtClient extends EventTarget {
   private lost(code: number | null, reason: string): void {
     if (this.openTimer !== null) this.clock.clearTimeout(this.openTimer);
     this.openTimer = null;
-    const ws = this.ws;
-    if (ws !== null) {
-      ws.onopen = ws.onmessage = ws.onerror = null;
-      ws.onclose = () => {};
-    }
-    this.ws = null;
+    if (this.ws !== null) this.detach(this.ws);
     this.session.connectionLost();
     this.flush();
     if (this.closing) return;
@@ -375,6 +371,13 @@ export class VrtClient extends EventTarget {
     const delay = Math.min(this.options.backoffMaxMs ?? 5000, initial * 2 ** Math.max(0, this.attempt - 1));
     const jittered = delay * (0.5 + 0.5 * (this.options.random ?? Math.random)());
     this.reconnectTimer = this.clock.setTimeout(() => this.open(), jittered);
+  }
+
+  /** Nothing more from this socket reaches the session; it is no longer the connection. */
+  private detach(ws: SocketLike): void {
+    ws.onopen = ws.onmessage = ws.onerror = null;
+    ws.onclose = () => {};
+    if (this.ws === ws) this.ws = null;
   }
 
   private async retryCredential(): Promise<void> {
@@ -419,39 +422,45 @@ export class VrtClient extends EventTarget {
     this.flush();
   }
 
-  /** Write what the session has for the wire and hand its events out, until both are empty. */
+  /** Write what the session has for the wire and hand its events out, until both are
+   * empty; then, if the session closed the connection, go on from the loss. */
   private flush(): void {
     if (this.flushing) return; // the outer call's loop picks up what a handler caused
     this.flushing = true;
+    let closed: { code: number; reason: string } | null = null;
     try {
       for (;;) {
         const outbox = this.session.takeOutbox();
         const events = this.session.takeEvents();
         if (outbox.length === 0 && events.length === 0) break;
-        for (const item of outbox) this.write(item);
+        for (const item of outbox) closed = this.write(item) ?? closed;
         for (const event of events) this.handle(event);
       }
     } finally {
       this.flushing = false;
     }
+    // After the events that came with the close (sessionFailed before closed, §5.4).
+    if (closed !== null) this.lost(closed.code, closed.reason);
     this.arm();
   }
 
-  private write(item: Output): void {
+  /** Put one output on the wire; a close is returned, for {@link flush} to act on. */
+  private write(item: Output): { code: number; reason: string } | null {
     const ws = this.ws;
-    if (ws === null) return;
+    if (ws === null) return null;
     if (item.kind === "close") {
       // §4.4: a dead connection gets its close frame (4000) but no wait for an answer
       // that will not come: the resume starts at once.
+      this.detach(ws);
       ws.close(item.code, item.reason);
-      this.lost(item.code, item.reason);
-      return;
+      return item;
     }
     try {
       ws.send(item.data);
     } catch {
       // The socket is closing; its close event follows, and the session resends (§5.4).
     }
+    return null;
   }
 
   private handle(event: SessionEvent): void {
@@ -463,8 +472,7 @@ export class VrtClient extends EventTarget {
         return;
       }
       case "toolCall":
-        this.emit(event);
-        this.startTool(event);
+        this.startTool(event); // emits it if the tool runs
         return;
       case "connected":
         this.opened = true;
@@ -525,7 +533,10 @@ export class VrtClient extends EventTarget {
 
   // -- internals: tools --
 
-  private startTool(call: VrtEventMap["toolCall"]): void {
+  /** Run a call the session started: `toolCall` goes out just before the tool runs,
+   * and not for a call whose arguments do not match its parameters (§7.1): that one is
+   * answered INVALID and never runs. */
+  private startTool(call: VrtEventOf<"toolCall">): void {
     const tool = this.tools.get(call.name)!;
     const controller = new AbortController();
     this.running.set(call.callId, { controller });
@@ -542,6 +553,7 @@ export class VrtClient extends EventTarget {
       queueMicrotask(() => finish({ ok: false, code: "INVALID", message: problem }));
       return;
     }
+    this.emit(call);
     const context = { signal: controller.signal, callId: call.callId, turnId: call.turnId, epoch: call.epoch };
     let result: unknown;
     try {

@@ -7,7 +7,8 @@
  * 1. `MALFORMED`: not JSON, or not a JSON object;
  * 2. `UNSUPPORTED_VERSION`: `v` absent or not the number 1;
  * 3. `UNKNOWN_TYPE`: `type` absent, not a string, or not a server type (exact match);
- * 4. `INVALID_FIELD`: anything else the type's schema (`schema/server/*.json`) forbids,
+ * 4. `INVALID_FIELD`: anything else the type's schema (`schema/server/*.json`, as
+ *    `SERVER_SCHEMAS`, generated from it when the package is built) forbids,
  *    the seq class of §4.1 included, plus what a schema cannot say: a member name twice
  *    in one object (§2.2), a number beyond the double range, a string with an unpaired
  *    surrogate (neither can be passed on faithfully; docs/decisions.md).
@@ -17,6 +18,7 @@
  * `examples/server/` are run against this module by the package's tests.
  */
 
+import { CLIENT_TYPES, MAX_SEQ, SERVER_SCHEMAS, type Condition, type MemberKind, type MemberRule } from "./gen/protocol.js";
 import type { ServerMessage, ClientMessage } from "./messages.js";
 
 export type InvalidCode =
@@ -52,10 +54,6 @@ export interface Limits {
 
 export const DEFAULT_LIMITS: Limits = { maxFrameChars: 1 << 20, maxDepth: 64 };
 
-export const MAX_U32 = 4294967295;
-
-type Check = (value: Record<string, unknown>) => string | null;
-
 const invalid = (code: InvalidCode, reason: string, type?: string): Invalid =>
   type === undefined ? { ok: false, code, reason } : { ok: false, code, reason, type };
 
@@ -77,9 +75,9 @@ function codePoints(s: string, atMost: number): number {
 type Rule = (x: unknown) => string | null;
 
 const u32: Rule = (x) =>
-  isInt(x) && x >= 0 && x <= MAX_U32 ? null : "must be an integer from 0 to 4294967295";
+  isInt(x) && x >= 0 && x <= MAX_SEQ ? null : `must be an integer from 0 to ${MAX_SEQ}`;
 const sequenced: Rule = (x) =>
-  isInt(x) && x >= 1 && x <= MAX_U32 ? null : "must be an integer from 1 to 4294967295";
+  isInt(x) && x >= 1 && x <= MAX_SEQ ? null : `must be an integer from 1 to ${MAX_SEQ}`;
 const transient: Rule = (x) => (x === 0 ? null : "must be 0");
 const string: Rule = (x) => (typeof x === "string" ? null : "must be a string");
 const boolean: Rule = (x) => (typeof x === "boolean" ? null : "must be a boolean");
@@ -89,10 +87,8 @@ const id: Rule = (x) =>
     ? null
     : "must be a non-empty string of at most 256 characters";
 const idOrNull: Rule = (x) => (x === null ? null : id(x) && "must be an id or null");
-const oneOf =
-  (...values: string[]): Rule =>
-  (x) =>
-    typeof x === "string" && values.includes(x) ? null : `must be one of ${values.join(", ")}`;
+const oneOf = (values: readonly string[]): Rule => (x) =>
+  typeof x === "string" && values.includes(x) ? null : `must be one of ${values.join(", ")}`;
 const CAPABILITY = /^[a-z0-9]+([.-][a-z0-9]+)*$/;
 const ERROR_CODE = /^[A-Z]+(_[A-Z]+)*$/;
 const capabilities: Rule = (x) => {
@@ -102,8 +98,9 @@ const capabilities: Rule = (x) => {
       return "holds something that is not a capability token (§3.3)";
     }
   }
-  return new Set(x).size === x.length ? null : "names a capability twice";
+  return null;
 };
+const unique: Rule = (x) => (Array.isArray(x) && new Set(x).size !== x.length ? "names an item twice" : null);
 const format: Rule = (x) => {
   if (!isObject(x)) return "must be an audio format object";
   if (!has(x, "encoding")) return "needs encoding";
@@ -120,89 +117,59 @@ const format: Rule = (x) => {
 };
 const errorCode: Rule = (x) =>
   typeof x === "string" && ERROR_CODE.test(x) ? null : "must be upper-case words joined by _";
-const FAILURE = oneOf("INTERRUPTED", "REJECTED", "INVALID", "TIMEOUT", "FAILED");
 
-/** Required and optional members of one message type; the envelope is always checked. */
-function shape(
-  seq: Rule,
-  required: Record<string, Rule>,
-  optional: Record<string, Rule> = {},
-  more?: Check,
-): { seq: Rule; check: Check } {
-  const check: Check = (value) => {
-    for (const [name, rule] of Object.entries(required)) {
-      if (!has(value, name)) return `needs ${name}`;
-      const problem = rule(value[name]);
-      if (problem) return `${name} ${problem}`;
-    }
-    for (const [name, rule] of Object.entries(optional)) {
-      if (has(value, name)) {
-        const problem = rule(value[name]);
-        if (problem) return `${name} ${problem}`;
-      }
-    }
-    return more ? more(value) : null;
-  };
-  return { seq, check };
+/** The rule of each kind of member the schemas have (common.json#/$defs, plain types). */
+const RULES: { readonly [K in Exclude<MemberKind, "enum">]: Rule } = {
+  seqTransient: transient,
+  seqSequenced: sequenced,
+  u32,
+  id,
+  idOrNull,
+  string,
+  boolean,
+  json,
+  format,
+  capabilities,
+  errorCode,
+};
+
+const memberRules = new Map<MemberRule, Rule>();
+
+/** The rule of one member of a schema, made once. */
+function ruleOf(member: MemberRule): Rule {
+  let rule = memberRules.get(member);
+  if (rule === undefined) {
+    const base = member.kind === "enum" ? oneOf(member.values ?? []) : RULES[member.kind];
+    rule = member.unique ? (x) => base(x) ?? unique(x) : base;
+    memberRules.set(member, rule);
+  }
+  return rule;
 }
 
-const TURN = { turnId: id, epoch: u32 };
-
-/** The server's message set (Appendix A) and the schema of each type. */
-const SERVER = new Map<string, { seq: Rule; check: Check }>([
-  ["ready", shape(transient, { sessionId: id, input: format, output: format }, { resumedFrom: u32, capabilities })],
-  ["audio.start", shape(transient, { itemId: id, ...TURN })],
-  ["ack", shape(transient, { upTo: u32 })],
-  ["pong", shape(transient, {})],
-  ["error", shape(u32, { code: errorCode, message: string, recoverable: boolean })],
-  ["turn.state", shape(sequenced, { ...TURN, state: oneOf("listening", "thinking", "speaking", "acting", "idle") })],
-  [
-    "transcript",
-    shape(sequenced, { role: oneOf("user", "agent"), text: string, final: boolean, itemId: idOrNull, turnId: idOrNull }),
-  ],
-  ["text", shape(sequenced, { text: string, turnId: idOrNull })],
-  ["tool.call.delta", shape(sequenced, { callId: id, ...TURN, preview: json })],
-  ["tool.call", shape(sequenced, { callId: id, name: string, arguments: json, ...TURN })],
-  [
-    "tool.stream",
-    shape(
-      sequenced,
-      {
-        callId: id,
-        name: string,
-        ...TURN,
-        phase: oneOf("start", "arguments-delta", "arguments-complete", "progress", "settled", "cancelled", "failed"),
-      },
-      {},
-      toolStreamPhase,
-    ),
-  ],
-  ["interrupted", shape(sequenced, { epoch: u32 })],
-]);
-
-const CLIENT_TYPES = new Set(["hello", "text", "interrupt", "playback", "tool.result", "context", "ack", "ping"]);
-
-/** tool.stream's members by phase (§7.5, the schema's if/then branches). */
-function toolStreamPhase(value: Record<string, unknown>): string | null {
-  const need = (name: string, rule: Rule): string | null => {
-    if (!has(value, name)) return `phase ${String(value["phase"])} needs ${name}`;
-    const problem = rule(value[name]);
-    return problem && `${name} ${problem}`;
-  };
-  switch (value["phase"]) {
-    case "arguments-delta":
-      return need("delta", string);
-    case "arguments-complete":
-      return need("arguments", json);
-    case "progress":
-      return need("progress", json);
-    case "failed":
-      return need("message", string);
-    case "settled":
-      return need("ok", boolean) ?? (value["ok"] === false ? need("code", FAILURE) : null);
-    default:
-      return null;
+/** A message's members against their rules: required ones first, then those present. */
+function checkMembers(value: Record<string, unknown>, members: readonly MemberRule[], missing: (name: string) => string): string | null {
+  for (const member of members) {
+    if (!has(value, member.name)) {
+      if (member.required) return missing(member.name);
+      continue;
+    }
+    const problem = ruleOf(member)(value[member.name]);
+    if (problem) return `${member.name} ${problem}`;
   }
+  return null;
+}
+
+/** The schema's if/then rules (tool.stream's members per phase, §7.5). */
+function checkConditions(value: Record<string, unknown>, conditions: readonly Condition[]): string | null {
+  for (const condition of conditions) {
+    if (value[condition.member] !== condition.value) continue;
+    const when = `${condition.member} ${String(condition.value)}`;
+    const problem =
+      checkMembers(value, condition.members, (name) => `${when} needs ${name}`) ??
+      checkConditions(value, condition.then ?? []);
+    if (problem) return problem;
+  }
+  return null;
 }
 
 // --- structure: duplicates, depth, values JSON.parse lets through ------------------------
@@ -309,7 +276,7 @@ function decode(text: string, limits: Limits): Decoded | Invalid {
     return invalid("UNSUPPORTED_VERSION", `v is ${what}; this client speaks vRT major version 1 (§3.1)`);
   }
   const type = has(value, "type") ? value["type"] : undefined;
-  const schema = typeof type === "string" ? SERVER.get(type) : undefined;
+  const schema = typeof type === "string" && has(SERVER_SCHEMAS, type) ? SERVER_SCHEMAS[type] : undefined;
   if (typeof type !== "string" || schema === undefined) {
     return invalid("UNKNOWN_TYPE", unknownType(value, type));
   }
@@ -325,11 +292,11 @@ function decode(text: string, limits: Limits): Decoded | Invalid {
   }
   if (problem) return invalid("INVALID_FIELD", `${type}: holds ${problem}, which cannot be passed on faithfully`, type);
   if (!has(value, "seq")) return invalid("INVALID_FIELD", `${type}: needs seq`, type);
-  const seqProblem = schema.seq(value["seq"]);
+  const seqProblem = RULES[schema.seq as keyof typeof RULES](value["seq"]);
   if (seqProblem) {
     return invalid("INVALID_FIELD", `${type}: seq ${shown(value["seq"])} is out of its class: it ${seqProblem} (§4.1)`, type);
   }
-  const mismatch = schema.check(value);
+  const mismatch = checkMembers(value, schema.members, (name) => `needs ${name}`) ?? checkConditions(value, schema.conditions);
   if (mismatch) return invalid("INVALID_FIELD", `${type}: ${mismatch}`, type);
   return { ok: true, seq: value["seq"] as number, message: value as unknown as ServerMessage };
 }
@@ -337,7 +304,7 @@ function decode(text: string, limits: Limits): Decoded | Invalid {
 function unknownType(value: Record<string, unknown>, type: unknown): string {
   if (!has(value, "type")) return "the message has no type member (§9.1)";
   if (typeof type !== "string") return `type is ${kind(type)}, not a string (§9.1)`;
-  if (CLIENT_TYPES.has(type)) return `${JSON.stringify(type)} is a client message; a server does not send it (§2.3)`;
+  if (CLIENT_TYPES.includes(type)) return `${JSON.stringify(type)} is a client message; a server does not send it (§2.3)`;
   return `${JSON.stringify(type)} is not a server message type of vRT v1 (§9.1)`;
 }
 

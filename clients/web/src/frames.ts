@@ -1,8 +1,10 @@
 /** Binary audio frames (§8.1): kind (1 byte), seq (4 bytes, big-endian), payload. */
 
-export const HEADER_SIZE = 5;
-export const INPUT = 1;
-export const OUTPUT = 2;
+import { FRAME_KIND, HEADER_SIZE } from "./gen/protocol.js";
+
+export { HEADER_SIZE };
+export const INPUT = FRAME_KIND.INPUT;
+export const OUTPUT = FRAME_KIND.OUTPUT;
 
 export interface AudioFrame {
   kind: number;

@@ -7,13 +7,32 @@
  * epoch gate (§6.2): tool calls of a closed epoch never start, output audio of a closed
  * epoch is never delivered. Calls run one at a time in the order received (§7.1): the
  * session emits `toolCall` for the next call once the previous one has its result, and
- * the driver answers with {@link ClientSession.toolFinished}. It mirrors the Python
- * `vrt.protocol.client.ClientSession` rule for rule; times are milliseconds.
+ * the driver answers with {@link ClientSession.toolFinished}.
+ *
+ * Like the Python `vrt.protocol.client.ClientSession`, it walks the rows of §5.1's
+ * client table: every input (a frame, a timer, a call of the driver or the application)
+ * is classified, its row looked up in `CLIENT_TABLE` for the current state, and the
+ * row's action performed (one method per action, {@link ClientSession.actions}); the
+ * table is generated from vrt's own (`vrt.protocol.tables`) when the package is built.
+ * Times are milliseconds.
  */
 
-import { decodeServer, DEFAULT_LIMITS, encode, type Limits } from "./codec.js";
+import { decodeServer, DEFAULT_LIMITS, encode, type Decoded, type Limits } from "./codec.js";
 import type { VrtEvent } from "./events.js";
 import { buildFrame, INPUT, parseFrame } from "./frames.js";
+import {
+  CAPABILITY,
+  CLIENT_TABLE,
+  CLOSE,
+  DEAD_AFTER_INTERVALS,
+  DEFAULT_MAX_KEPT,
+  PING_INTERVAL_MS,
+  TERMINAL_PHASES,
+  type ClientAction,
+  type ClientInput,
+  type ClientState,
+  type ErrorCode,
+} from "./gen/protocol.js";
 import {
   formatRate,
   type AudioStart,
@@ -28,17 +47,12 @@ import {
   type ToolDeclaration,
   type ToolStream,
 } from "./messages.js";
-import { DEFAULT_MAX_KEPT, IncomingStream, OutgoingStream } from "./streams.js";
+import { IncomingStream, OutgoingStream } from "./streams.js";
 
-/** §4.4 RECOMMENDED ping interval. */
-export const PING_INTERVAL_MS = 15_000;
-/** §4.4: a connection silent for this many ping intervals is dead. */
-export const DEAD_AFTER_INTERVALS = 2.5;
-/** Close code for a connection this client found dead (§9.3). */
-export const CLOSE_DEAD = 4000;
-export const TOOL_STREAM = "tool-stream-v1";
+export { DEAD_AFTER_INTERVALS, PING_INTERVAL_MS };
 
-export type SessionState = "idle" | "waiting" | "open" | "closed";
+/** §5.1 "Client state": connecting, waiting (for ready), open, closed. */
+export type SessionState = ClientState;
 
 export type Output =
   | { kind: "text"; data: string }
@@ -67,10 +81,30 @@ interface Item {
   receivedMs: number;
 }
 
-const TERMINAL = new Set(["settled", "cancelled", "failed"]);
+/** An error to report: an `error` message, or an invalid message (§9.1). */
+type Reported = Pick<ErrorMessage, "code" | "message" | "recoverable">;
+
+type Outcome = { ok: true; output: unknown } | { ok: false; code: FailureCode; message: string | null };
+
+/** The error codes that end the session when not recoverable (the input's own words). */
+const SESSION_ENDING: readonly ErrorCode[] = ["AGENT_ERROR", "SERVER_SHUTDOWN"];
+
+/** Which row of the client table an `error` is. */
+function errorInput(error: ErrorMessage): ClientInput {
+  if (error.code === "RESUME_FAILED") return "RESUME_FAILED";
+  if (error.code === "UNAUTHORIZED") return "UNAUTHORIZED";
+  if (!error.recoverable) {
+    // §9.2: "the session or connection cannot continue". These two say it is the
+    // session; for the others (RATE_LIMITED, ...) a resume tells.
+    return (SESSION_ENDING as readonly string[]).includes(error.code) ? "SESSION_ENDED" : "ERROR_NOT_RECOVERABLE";
+  }
+  return "ERROR";
+}
+
+const isTerminal = (phase: string): boolean => (TERMINAL_PHASES as readonly string[]).includes(phase);
 
 export class ClientSession {
-  state: SessionState = "idle";
+  state: SessionState = "connecting";
   sessionId: string | null = null;
   input: Format | null = null;
   output: Format | null = null;
@@ -134,7 +168,174 @@ export class ClientSession {
 
   /** A WebSocket opened: send hello, resuming when a session exists (§5.1). */
   connectionMade(now: number): void {
-    if (this.state === "closed") throw new Error("the session is closed; start a new client");
+    this.perform("CONNECTION_OPENED", null, now);
+  }
+
+  connectionLost(now: number = this.lastReceived): void {
+    this.perform("CONNECTION_LOST", null, now);
+  }
+
+  receiveText(data: string, now: number): void {
+    this.lastReceived = now;
+    const decoded = decodeServer(data, this.limits);
+    if (!decoded.ok) {
+      // §9.1: a client reports an invalid message and continues.
+      this.perform("INVALID", { code: decoded.code, message: decoded.reason, recoverable: true }, now);
+      return;
+    }
+    const message = decoded.message;
+    if (decoded.seq !== 0) {
+      this.perform("SEQUENCED", decoded, now);
+    } else if (message.type === "ready") {
+      this.classifyReady(message, now);
+    } else if (message.type === "audio.start") {
+      this.perform("AUDIO_START", message, now);
+    } else if (message.type === "ack") {
+      this.perform("ACK", message.upTo, now);
+    } else if (message.type === "error") {
+      this.perform(errorInput(message), message, now); // seq 0: no session bound to the connection
+    } else if (message.type === "pong") {
+      if (this.pingSentAt !== null) {
+        this.rttMs = now - this.pingSentAt;
+        this.pingSentAt = null;
+      }
+      this.perform("PONG", null, now);
+    }
+  }
+
+  receiveBinary(data: ArrayBuffer | Uint8Array, now: number): void {
+    this.lastReceived = now;
+    this.perform("OUTPUT_AUDIO", data, now);
+  }
+
+  /** When {@link onTimer} must next run, or null when no timer is needed. */
+  timerDeadline(): number | null {
+    if (this.state === "connecting" || this.state === "closed") return null;
+    let deadline = Math.min(
+      this.lastSent + this.pingIntervalMs,
+      this.lastReceived + DEAD_AFTER_INTERVALS * this.pingIntervalMs,
+    );
+    const ack = this.incoming.ackDeadline();
+    if (ack !== null && this.state === "open") deadline = Math.min(deadline, ack);
+    return deadline;
+  }
+
+  onTimer(now: number): void {
+    if (this.state === "connecting" || this.state === "closed") return;
+    if (now >= this.lastReceived + DEAD_AFTER_INTERVALS * this.pingIntervalMs) {
+      this.perform("SILENT", null, now);
+      return;
+    }
+    if (this.state === "open") {
+      const upTo = this.incoming.takeAck(now);
+      if (upTo !== null) this.write(encode({ type: "ack", upTo }, 0), now);
+    }
+    if (now >= this.lastSent + this.pingIntervalMs) this.ping(now);
+  }
+
+  /** Send a ping (§4.4: allowed before ready too); its pong sets {@link rttMs}. */
+  ping(now: number): void {
+    if (this.state === "connecting" || this.state === "closed") return;
+    this.pingSentAt ??= now;
+    this.write(encode({ type: "ping" }, 0), now);
+  }
+
+  // -- application actions --
+
+  /** User text input (§6.3). */
+  sendText(text: string, now: number): void {
+    this.perform("SEND", { type: "text", text }, now);
+  }
+
+  /** Replace the application context; null clears it (§5.5). */
+  updateContext(context: unknown, now: number): void {
+    this.perform("SEND", { type: "context", context }, now);
+  }
+
+  /** The user interrupted: close the observed epoch locally at once, then tell the server (§6.2). */
+  interrupt(reason: InterruptReason, now: number): number {
+    const epoch = this.observedEpoch;
+    this.closeEpoch(epoch, true, now);
+    this.perform("SEND", { type: "interrupt", epoch, reason }, now);
+    return epoch;
+  }
+
+  /** Report how much of an item was played (§8.4), never more than was received. */
+  playback(itemId: string, playedMs: number, now: number): number {
+    const limit = this.items.get(itemId)?.receivedMs ?? 0;
+    const played = Math.max(0, Math.floor(Math.min(playedMs, limit)));
+    this.perform("SEND", { type: "playback", itemId, playedMs: played }, now);
+    return played;
+  }
+
+  /** One input audio frame; false (dropped) when no connection is open (§5.1, §5.4). */
+  sendAudio(payload: Uint8Array, now: number): boolean {
+    const sent = this.state === "open";
+    this.perform("SEND_AUDIO", payload, now);
+    return sent;
+  }
+
+  /**
+   * The running call ended. Sends its result unless it was already answered
+   * (interrupted), then starts the next call. False when the outcome is discarded.
+   */
+  toolFinished(callId: string, outcome: Outcome, now: number): boolean {
+    const running = this.running;
+    if (running === null || running.callId !== callId) return false;
+    this.running = null;
+    const sent = this.answer(running, outcome, now);
+    this.nextCall(now);
+    return sent;
+  }
+
+  /** The driver gives up on the session (no connection for too long): it is over. */
+  fail(code: string, message: string): void {
+    if (this.state === "closed") return;
+    this.state = "closed";
+    this.queue = [];
+    this.events.push({ type: "sessionFailed", code, message });
+  }
+
+  // -- the table --
+
+  /** Perform the row of §5.1's client table for `input` in the current state. */
+  private perform(input: ClientInput, argument: unknown, now: number): void {
+    const row = CLIENT_TABLE[this.state][input];
+    if (row === undefined) throw new Error(`${input} is not possible in state ${this.state} (§5.1)`);
+    const [action, next] = row;
+    ClientSession.actions[action](this, argument, now);
+    if (next !== null) this.state = next;
+  }
+
+  /** What performs each action of the table. */
+  private static readonly actions: {
+    readonly [A in ClientAction]: (session: ClientSession, argument: any, now: number) => void;
+  } = {
+    SEND_HELLO: (s, _argument: null, now) => s.sendHello(now),
+    OPEN: (s, opened: { ready: Ready; resend: string[] }, now) => s.open(opened.ready, opened.resend, now),
+    REPORT: (s, error: Reported) => s.report(error),
+    REPORT_AND_STOP: (s, error: ErrorMessage) => s.stop(error.code, error.message),
+    AWAIT_CREDENTIAL: (s, error: ErrorMessage) => s.awaitCredential(error),
+    STOP: (s, error: ErrorMessage) => s.stop(error.code, error.message),
+    ABANDON: (s, reason: string) => s.abandon(reason),
+    HANDLE: (s, decoded: Decoded, now) => s.handle(decoded, now),
+    ANNOUNCE: (s, start: AudioStart) => s.audioStart(start),
+    PLAY: (s, data: ArrayBuffer | Uint8Array) => s.play(data),
+    APPLY_ACK: (s, upTo: number) => s.outgoing.ack(upTo),
+    IGNORE: () => {},
+    RECONNECT: (s) => s.forgetConnection(),
+    CLOSE_DEAD: (s) => s.closeDead(),
+    KEEP: (s, message: ClientMessage) => void s.outgoing.send(message), // sent after the next ready (§5.1)
+    WRITE: (s, sent: ClientMessage | Uint8Array, now) => s.writeNow(sent, now),
+    DROP: () => {}, // audio is never sent before ready, nor resent (§5.1, §5.4)
+    REFUSE: () => {
+      throw new Error("the session is closed (§5.4); start a new client");
+    },
+  };
+
+  // -- actions --
+
+  private sendHello(now: number): void {
     this.authRefused = false;
     this.lastReceived = now;
     this.item = null; // §8.3: a new connection starts without a current item
@@ -155,143 +356,83 @@ export class ClientSession {
       // §5.2: context only when opening; tools are those declared at the start (§5.4).
       hello = { type: "hello", sessionId: this.sessionId, resumeFrom: this.incoming.lastSeq, ...auth };
     }
-    this.state = "waiting";
     this.write(encode(hello, 0), now);
   }
 
-  connectionLost(): void {
-    if (this.state !== "closed") this.state = "idle";
-    this.pingSentAt = null;
-    this.item = null;
+  private open(ready: Ready, resend: string[], now: number): void {
+    this.sessionId = ready.sessionId;
+    this.input = ready.input;
+    this.output = ready.output;
+    this.capabilities = ready.capabilities ?? [];
+    for (const data of resend) this.write(data, now); // §5.4: in order, before anything new
+    this.events.push({
+      type: "connected",
+      sessionId: ready.sessionId,
+      resumed: ready.resumedFrom !== undefined,
+      input: ready.input,
+      output: ready.output,
+      capabilities: this.capabilities,
+    });
   }
 
-  receiveText(data: string, now: number): void {
-    this.lastReceived = now;
-    if (this.state === "closed") return;
-    const decoded = decodeServer(data, this.limits);
-    if (!decoded.ok) {
-      // §9.1: a client reports an invalid message and continues.
-      this.events.push({ type: "error", code: decoded.code, message: decoded.reason, recoverable: true });
-      return;
-    }
-    const message = decoded.message;
-    if (decoded.seq !== 0) {
-      if (this.state !== "open") return; // nothing sequenced precedes ready on a connection
-      if (!this.incoming.receive(decoded.seq, now)) return; // §4.3 duplicate
-      this.events.push({ type: "message", seq: decoded.seq, message });
-      this.handleSequenced(message, now);
-    } else if (message.type === "ready") {
-      this.ready(message, now);
-    } else if (message.type === "audio.start") {
-      this.audioStart(message);
-    } else if (message.type === "ack") {
-      this.outgoing.ack(message.upTo);
-    } else if (message.type === "error") {
-      this.error(message); // seq 0: no session bound to the connection
-    } else if (message.type === "pong" && this.pingSentAt !== null) {
-      this.rttMs = now - this.pingSentAt;
-      this.pingSentAt = null;
-    }
+  private report(error: Reported): void {
+    this.events.push({ type: "error", code: error.code, message: error.message, recoverable: error.recoverable });
   }
 
-  receiveBinary(data: ArrayBuffer | Uint8Array, now: number): void {
-    this.lastReceived = now;
+  /** §5.4: after RESUME_FAILED (or another error that ends the session) nothing old is ever resent. */
+  private stop(code: string, message: string): void {
+    this.queue = [];
+    this.events.push({ type: "sessionFailed", code, message });
+  }
+
+  /** §5.4: the resume failed on this side: close the connection, report RESUME_FAILED. */
+  private abandon(reason: string): void {
+    this.outbox.push({ kind: "close", code: CLOSE.NORMAL, reason: "resume failed" });
+    this.stop("RESUME_FAILED", reason);
+  }
+
+  private awaitCredential(error: ErrorMessage): void {
+    // §5.3: do not retry the same credential; a fresh one may be tried.
+    this.authRefused = true;
+    this.events.push({ type: "sessionFailed", code: error.code, message: error.message });
+  }
+
+  private handle(decoded: Decoded, now: number): void {
+    if (!this.incoming.receive(decoded.seq, now)) return; // §4.3: a duplicate, acknowledged again
+    this.events.push({ type: "message", seq: decoded.seq, message: decoded.message });
+    this.handleSequenced(decoded.message, now);
+  }
+
+  private play(data: ArrayBuffer | Uint8Array): void {
     const frame = parseFrame(data, "client");
     if (frame === null) return; // §8.1: a client drops a malformed frame
     const item = this.item;
     // §8.3: frames before any audio.start, and of a closed epoch, are discarded.
-    if (item === null || this.isClosed(item.epoch) || this.state !== "open") return;
+    if (item === null || this.isClosed(item.epoch)) return;
     item.receivedMs += this.duration(frame.payload);
     this.events.push({ type: "audio", itemId: item.id, seq: frame.seq, payload: frame.payload });
   }
 
-  /** When {@link onTimer} must next run, or null when no timer is needed. */
-  timerDeadline(): number | null {
-    if (this.state === "idle" || this.state === "closed") return null;
-    let deadline = Math.min(
-      this.lastSent + this.pingIntervalMs,
-      this.lastReceived + DEAD_AFTER_INTERVALS * this.pingIntervalMs,
-    );
-    const ack = this.incoming.ackDeadline();
-    if (ack !== null && this.state === "open") deadline = Math.min(deadline, ack);
-    return deadline;
+  private forgetConnection(): void {
+    this.pingSentAt = null;
+    this.item = null; // §8.3: a resumed connection starts without a current item
   }
 
-  onTimer(now: number): void {
-    if (this.state === "idle" || this.state === "closed") return;
-    if (now >= this.lastReceived + DEAD_AFTER_INTERVALS * this.pingIntervalMs) {
-      // §4.4: treat the connection as dead, close it and resume.
-      this.outbox.push({ kind: "close", code: CLOSE_DEAD, reason: "no frame from the server" });
-      this.connectionLost();
+  private closeDead(): void {
+    // §4.4: treat the connection as dead, close it and resume.
+    this.outbox.push({ kind: "close", code: CLOSE.REPLACED, reason: "no frame from the server" });
+    this.forgetConnection();
+  }
+
+  private writeNow(sent: ClientMessage | Uint8Array, now: number): void {
+    if (!(sent instanceof Uint8Array)) {
+      this.write(this.outgoing.send(sent), now);
       return;
     }
-    if (this.state === "open") {
-      const upTo = this.incoming.takeAck(now);
-      if (upTo !== null) this.write(encode({ type: "ack", upTo }, 0), now);
-    }
-    if (now >= this.lastSent + this.pingIntervalMs) this.ping(now);
-  }
-
-  /** Send a ping (§4.4: allowed before ready too); its pong sets {@link rttMs}. */
-  ping(now: number): void {
-    if (this.state === "idle" || this.state === "closed") return;
-    this.pingSentAt ??= now;
-    this.write(encode({ type: "ping" }, 0), now);
-  }
-
-  // -- application actions --
-
-  /** User text input (§6.3). */
-  sendText(text: string, now: number): void {
-    this.send({ type: "text", text }, now);
-  }
-
-  /** Replace the application context; null clears it (§5.5). */
-  updateContext(context: unknown, now: number): void {
-    this.send({ type: "context", context }, now);
-  }
-
-  /** The user interrupted: close the observed epoch locally at once, then tell the server (§6.2). */
-  interrupt(reason: InterruptReason, now: number): number {
-    const epoch = this.observedEpoch;
-    this.closeEpoch(epoch, true, now);
-    this.send({ type: "interrupt", epoch, reason }, now);
-    return epoch;
-  }
-
-  /** Report how much of an item was played (§8.4), never more than was received. */
-  playback(itemId: string, playedMs: number, now: number): number {
-    const limit = this.items.get(itemId)?.receivedMs ?? 0;
-    const played = Math.max(0, Math.floor(Math.min(playedMs, limit)));
-    this.send({ type: "playback", itemId, playedMs: played }, now);
-    return played;
-  }
-
-  /** One input audio frame; false (dropped) when no connection is open (§5.1, §5.4). */
-  sendAudio(payload: Uint8Array, now: number): boolean {
-    if (this.state !== "open") return false;
-    const seq = this.audioSeq;
+    const seq = this.audioSeq; // §8.1: input audio
     this.audioSeq = (seq + 1) % 4294967296;
-    this.outbox.push({ kind: "binary", data: buildFrame(INPUT, seq, payload) });
+    this.outbox.push({ kind: "binary", data: buildFrame(INPUT, seq, sent) });
     this.lastSent = now;
-    return true;
-  }
-
-  /**
-   * The running call ended. Sends its result unless it was already answered
-   * (interrupted), then starts the next call. False when the outcome is discarded.
-   */
-  toolFinished(
-    callId: string,
-    outcome: { ok: true; output: unknown } | { ok: false; code: FailureCode; message: string | null },
-    now: number,
-  ): boolean {
-    const running = this.running;
-    if (running === null || running.callId !== callId) return false;
-    this.running = null;
-    const sent = this.answer(running, outcome, now);
-    this.nextCall(now);
-    return sent;
   }
 
   // -- internals: sending --
@@ -301,26 +442,15 @@ export class ClientSession {
     this.lastSent = now;
   }
 
-  /** A sequenced message: kept for resends; written only while open (§5.1), else after the next ready. */
-  private send(message: ClientMessage, now: number): void {
-    if (this.state === "closed") throw new Error("the session is closed");
-    const data = this.outgoing.send(message);
-    if (this.state === "open") this.write(data, now);
-  }
-
   /** §7.2: exactly one tool.result per call. */
-  private answer(
-    call: ToolCall,
-    outcome: { ok: true; output: unknown } | { ok: false; code: FailureCode; message: string | null },
-    now: number,
-  ): boolean {
+  private answer(call: ToolCall, outcome: Outcome, now: number): boolean {
     if (this.answered.has(call.callId)) return false;
     this.answered.add(call.callId);
     const base = { type: "tool.result", callId: call.callId, epoch: call.epoch } as const;
     const result: ClientMessage = outcome.ok
       ? { ...base, ok: true, output: outcome.output === undefined ? null : outcome.output }
       : { ...base, ok: false, code: outcome.code, message: outcome.message };
-    if (this.state !== "closed") this.send(result, now);
+    if (this.state !== "closed") this.perform("SEND", result, now);
     const { callId, epoch } = call;
     this.events.push(
       outcome.ok
@@ -336,55 +466,23 @@ export class ClientSession {
 
   // -- internals: receiving --
 
-  private ready(ready: Ready, now: number): void {
-    if (this.state !== "waiting") return;
+  private classifyReady(ready: Ready, now: number): void {
+    if (this.state !== "waiting") {
+      this.perform("READY", null, now);
+      return;
+    }
     const resumed = ready.resumedFrom !== undefined;
     if (resumed !== (this.sessionId !== null) || (this.sessionId !== null && ready.sessionId !== this.sessionId)) {
-      this.fail("RESUME_FAILED", "ready does not match the session resumed");
+      this.perform("READY_MISMATCH", "ready does not match the session resumed", now);
       return;
     }
     const resend = this.outgoing.resendAfter(ready.resumedFrom ?? 0);
     if (resend === null) {
       // §5.4: the client cannot resend what the server lacks.
-      this.outbox.push({ kind: "close", code: 1000, reason: "resume failed" });
-      this.fail("RESUME_FAILED", "cannot resend what the server missed (§5.4)");
+      this.perform("CANNOT_RESEND", "cannot resend what the server missed (§5.4)", now);
       return;
     }
-    this.state = "open";
-    this.sessionId = ready.sessionId;
-    this.input = ready.input;
-    this.output = ready.output;
-    this.capabilities = ready.capabilities ?? [];
-    for (const data of resend) this.write(data, now); // §5.4: in order, before anything new
-    this.events.push({
-      type: "connected",
-      sessionId: ready.sessionId,
-      resumed,
-      input: ready.input,
-      output: ready.output,
-      capabilities: this.capabilities,
-    });
-  }
-
-  private error(error: ErrorMessage): void {
-    if (error.code === "UNAUTHORIZED") {
-      // §5.3: do not retry the same credential; a fresh one may be tried.
-      this.state = "idle";
-      this.authRefused = true;
-      this.events.push({ type: "sessionFailed", code: error.code, message: error.message });
-    } else if (!error.recoverable && this.state === "waiting") {
-      this.fail(error.code, error.message); // RESUME_FAILED, START_FAILED, ...
-    } else {
-      this.events.push({ type: "error", code: error.code, message: error.message, recoverable: error.recoverable });
-    }
-  }
-
-  /** §5.4: after RESUME_FAILED nothing old is ever resent, here or elsewhere. */
-  fail(code: string, message: string): void {
-    if (this.state === "closed") return;
-    this.state = "closed";
-    this.queue = [];
-    this.events.push({ type: "sessionFailed", code, message });
+    this.perform("READY", { ready, resend }, now);
   }
 
   private handleSequenced(message: ServerMessage, now: number): void {
@@ -425,7 +523,7 @@ export class ClientSession {
         this.toolStream(message);
         break;
       case "error":
-        this.error(message);
+        this.perform(errorInput(message), message, now); // a sequenced error: a session is bound
         break;
       default:
         break;
@@ -480,10 +578,10 @@ export class ClientSession {
     }
     this.queue = kept;
     this.nextCall(now);
-    if (local && this.capabilities.includes(TOOL_STREAM)) {
+    if (local && this.capabilities.includes(CAPABILITY.TOOL_STREAM_V1)) {
       // §7.5: unterminated calls of the closed epoch count as cancelled at once.
       for (const [callId, entry] of this.streams) {
-        if (!TERMINAL.has(entry.phase) && this.isClosed(entry.message.epoch)) {
+        if (!isTerminal(entry.phase) && this.isClosed(entry.message.epoch)) {
           entry.phase = "cancelled";
           const { name, turnId, epoch: callEpoch } = entry.message;
           this.events.push({ type: "toolStream", callId, name, turnId, epoch: callEpoch, phase: "cancelled", message: null });
@@ -522,7 +620,7 @@ export class ClientSession {
 
   private toolStream(message: ToolStream): void {
     const previous = this.streams.get(message.callId);
-    if (previous !== undefined && TERMINAL.has(previous.phase)) return; // nothing after a terminal phase
+    if (previous !== undefined && isTerminal(previous.phase)) return; // nothing after a terminal phase
     if (this.isClosed(message.epoch)) return; // §7.5: SHOULD discard closed epochs
     this.streams.delete(message.callId);
     this.streams.set(message.callId, { phase: message.phase, message });

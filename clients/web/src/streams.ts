@@ -5,15 +5,8 @@
  */
 
 import { encode } from "./codec.js";
+import { ACK_AFTER_MESSAGES, ACK_DELAY_MS, DEFAULT_MAX_KEPT, MAX_SEQ } from "./gen/protocol.js";
 import type { ClientMessage } from "./messages.js";
-
-export const MAX_SEQ = 4294967295;
-/** §4.2 RECOMMENDED: acknowledge within 250 ms of the first unacknowledged message... */
-export const ACK_DELAY_MS = 250;
-/** ... or after every 32 messages, whichever comes first. */
-export const ACK_AFTER_MESSAGES = 32;
-/** §11: like the reference implementation, keep 1024 unacknowledged messages. */
-export const DEFAULT_MAX_KEPT = 1024;
 
 /** Numbers, keeps and resends this side's sequenced messages (§4.1, §4.2, §5.4). */
 export class OutgoingStream {
@@ -33,7 +26,7 @@ export class OutgoingStream {
 
   /** Number `message`, keep its text and return it for the wire. */
   send(message: ClientMessage): string {
-    if (this.lastSeq >= MAX_SEQ) throw new Error("seq 4294967295 was sent; nothing more may be sent (§4.1)");
+    if (this.lastSeq >= MAX_SEQ) throw new Error(`seq ${MAX_SEQ} was sent; nothing more may be sent (§4.1)`);
     const seq = this.lastSeq + 1;
     const data = encode(message, seq);
     this.lastSeq = seq;

@@ -223,6 +223,44 @@ describe("resuming (§5.4)", () => {
     assert.throws(() => r.client.sendText("after"), /closed/);
   });
 
+  it("a resume failing on resumedFrom reports sessionFailed, then closed, to events() too", async () => {
+    const r = rig();
+    const seen: VrtEvent[] = [];
+    const done = (async () => {
+      for await (const event of r.client.events()) seen.push(event);
+    })();
+    await r.connect();
+    r.socket().drop();
+    r.clock.advance(1000);
+    r.socket().open();
+    r.socket().ready({ resumedFrom: 9 }); // beyond anything the client sent
+    await done;
+    const tail = seen.slice(-2).map((e) => [e.type, (e as any).code ?? (e as any).reason]);
+    assert.deepEqual(tail, [
+      ["sessionFailed", "RESUME_FAILED"],
+      ["closed", "the session failed"],
+    ]);
+    assert.deepEqual(r.events.slice(-2).map((e) => e.type), ["sessionFailed", "closed"]);
+  });
+
+  it("a ready that does not match the session resumed closes the connection at once (§5.4)", async () => {
+    const r = rig({ openTimeoutMs: 10_000 });
+    await r.connect();
+    r.socket().drop();
+    r.clock.advance(1000);
+    const second = r.socket();
+    second.open();
+    second.ready({ sessionId: "s-other", resumedFrom: 0 });
+    assert.equal(second.closed?.code, 1000);
+    assert.deepEqual(r.events.slice(-2).map((e) => [e.type, (e as any).code ?? (e as any).reason]), [
+      ["sessionFailed", "RESUME_FAILED"],
+      ["closed", "the session failed"],
+    ]);
+    r.clock.advance(60_000); // no open timeout, no reconnection
+    assert.equal(r.sockets.length, 2);
+    assert.equal(r.events.filter((e) => e.type === "closed").length, 1);
+  });
+
   it("RESUME_FAILED stops resuming (§5.4)", async () => {
     const r = rig();
     await r.connect();
@@ -234,6 +272,56 @@ describe("resuming (§5.4)", () => {
     r.clock.advance(60_000);
     assert.equal(r.sockets.length, 2);
     assert.equal(r.events.at(-1)?.type, "closed");
+  });
+});
+
+describe("errors, as §5.1's client table has them", () => {
+  it("the session is connecting until its connection opens, and again after a loss (§5.1)", async () => {
+    const r = rig();
+    const ready = r.client.connect();
+    assert.equal(r.client.session.state, "connecting");
+    r.socket().open();
+    assert.equal(r.client.session.state, "waiting");
+    r.socket().ready();
+    await ready;
+    assert.equal(r.client.session.state, "open");
+    r.socket().drop();
+    assert.equal(r.client.session.state, "connecting");
+  });
+
+  it("an error that ends the session (SERVER_SHUTDOWN, not recoverable) stops resuming (§9.2)", async () => {
+    const r = rig();
+    await r.connect();
+    r.socket().receive({ type: "error", code: "SERVER_SHUTDOWN", message: "bye", recoverable: false }, 1);
+    r.socket().drop(1001);
+    r.clock.advance(60_000);
+    assert.equal(r.sockets.length, 1);
+    assert.deepEqual(r.events.slice(-2).map((e) => [e.type, (e as any).code ?? (e as any).reason]), [
+      ["sessionFailed", "SERVER_SHUTDOWN"],
+      ["closed", "the session failed"],
+    ]);
+  });
+
+  it("RESUME_FAILED on an open connection stops resuming: nothing old is resent (§5.4)", async () => {
+    const r = rig();
+    await r.connect();
+    r.client.sendText("kept");
+    r.socket().receive({ type: "error", code: "RESUME_FAILED", message: "lost", recoverable: false }, 1);
+    assert.throws(() => r.client.sendText("after"), /closed/);
+    r.socket().drop(1011);
+    r.clock.advance(60_000);
+    assert.equal(r.sockets.length, 1);
+    assert.equal((r.events.find((e) => e.type === "sessionFailed") as any).code, "RESUME_FAILED");
+  });
+
+  it("UNAUTHORIZED on an open connection is reported; the session goes on (§5.3)", async () => {
+    const r = rig();
+    await r.connect();
+    r.socket().receive({ type: "error", code: "UNAUTHORIZED", message: "token expired", recoverable: false }, 1);
+    assert.deepEqual(r.events.filter((e) => e.type === "error").map((e) => (e as any).code), ["UNAUTHORIZED"]);
+    assert.equal(r.events.filter((e) => e.type === "sessionFailed").length, 0);
+    r.client.sendText("still open");
+    assert.equal(r.socket().sequenced().at(-1).text, "still open");
   });
 });
 
@@ -357,6 +445,23 @@ describe("tools and the epoch gate (§6.2, §7)", () => {
         ["4", false, "INVALID"],
         ["5", true, { n: 2 }],
         ["6", true, null],
+      ],
+    );
+  });
+
+  it("emits toolCall only for a call that runs: not for one answered INVALID (§7.1)", async () => {
+    const r = rig({ validator: jsonSchema });
+    r.client.tool("strict", { parameters: { type: "object", properties: { n: { type: "integer" } }, required: ["n"] } }, (args) => args);
+    await r.connect();
+    r.socket().receive(call("bad", 1, "strict", { n: "x" }), 1);
+    r.socket().receive(call("good", 1, "strict", { n: 1 }), 2);
+    for (let i = 0; i < 5; i++) await tick();
+    assert.deepEqual(r.events.filter((e) => e.type === "toolCall").map((e) => (e as any).callId), ["good"]);
+    assert.deepEqual(
+      r.events.filter((e) => e.type === "toolResult").map((e) => [(e as any).callId, (e as any).code ?? "ok"]),
+      [
+        ["bad", "INVALID"],
+        ["good", "ok"],
       ],
     );
   });

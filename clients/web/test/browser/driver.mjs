@@ -5,7 +5,7 @@
 //
 //   node driver.mjs SCENARIO '{"page": "http://127.0.0.1:PORT/", ...}'
 //
-// Scenarios: first-visit, demo, microphone, push-to-talk, playback, chaos, latency, origin.
+// Scenarios: first-visit, demo, microphone, push-to-talk, playback, chaos, latency, origin, sdk.
 import { chromium } from "playwright-core";
 import { CHROMIUM_FLAGS } from "../../conformance/chromium.mjs";
 
@@ -335,6 +335,39 @@ Object.assign(scenarios, {
       await client.close();
       return { sessionId, captured, sampleRate: context.sampleRate };
     }, options);
+  },
+});
+
+Object.assign(scenarios, {
+  /**
+   * The SDK alone (from the demo bundle) against the server at options.url: a client
+   * with one validated tool ("strict", an integer n) records every event, from its
+   * listeners and from events(), until it stops or options.results tool results came;
+   * then it closes. Times are milliseconds since the client was made.
+   */
+  async sdk() {
+    const page = await open("connect=0"); // the scenario makes its own client
+    return page.evaluate(async ({ url, results, waitMs }) => {
+      const { VrtClient, jsonSchema } = window.vrealtime;
+      const start = performance.now();
+      const client = new VrtClient(url, { validator: jsonSchema, backoffInitialMs: 20, openTimeoutMs: 10000 });
+      client.tool("strict", { parameters: { type: "object", properties: { n: { type: "integer" } }, required: ["n"] } }, (args) => args);
+      const brief = (type, e) => ({ type, at: Math.round(performance.now() - start), ...Object.fromEntries(["code", "reason", "callId", "resumed"].filter((k) => e[k] !== undefined).map((k) => [k, e[k]])) });
+      const dispatched = [];
+      const names = ["connected", "disconnected", "sessionFailed", "closed", "error", "toolCall", "toolResult"];
+      for (const type of names) client.addEventListener(type, (e) => dispatched.push(brief(type, e.detail)));
+      const iterated = [];
+      const reading = (async () => {
+        for await (const event of client.events()) if (names.includes(event.type)) iterated.push(brief(event.type, event));
+      })();
+      await client.connect().catch(() => {});
+      const deadline = performance.now() + waitMs;
+      const done = () => dispatched.some((e) => e.type === "closed") || dispatched.filter((e) => e.type === "toolResult").length >= (results ?? Infinity);
+      while (!done() && performance.now() < deadline) await new Promise((resolve) => setTimeout(resolve, 20));
+      if (!dispatched.some((e) => e.type === "closed")) await client.close();
+      await Promise.race([reading, new Promise((resolve) => setTimeout(resolve, 2000))]);
+      return { dispatched, iterated };
+    }, { url: options.url, results: options.results ?? null, waitMs: options.waitMs ?? 15000 });
   },
 });
 
