@@ -17,7 +17,9 @@ code to them, so that editing a row fails here unless the spec changed with it:
   cites sections whose text names its states.
 
 Tables are found by type, so a table added to ``tables.py`` is checked without naming
-it here.
+it here. What the server's actions send (``SERVER_EFFECTS``) is held to the actions'
+words and §9.2's flags, and the conformance suites' own transcriptions
+(``vrt.conformance.spec_tables``: message classes, error flags) to Appendix A and §9.2.
 """
 
 from __future__ import annotations
@@ -31,13 +33,25 @@ from typing import Any, Final
 
 import pytest
 
+from vrt.conformance.spec_tables import (
+    CLIENT_SEQUENCED,
+    CLIENT_TRANSIENT,
+    ERROR_RECOVERABLE,
+    SERVER_SEQUENCED,
+    SERVER_TRANSIENT,
+)
 from vrt.protocol import tables
+from vrt.protocol.errors import ErrorCode, recoverable_by_default
+from vrt.protocol.outputs import CloseCode
 from vrt.protocol.schemas import message_schemas
 from vrt.protocol.tables import (
+    SERVER_EFFECTS,
     TOOL_STREAM_MEMBERS,
     TOOL_STREAM_NEXT,
     TOOL_STREAM_TERMINAL,
+    Effect,
     Row,
+    ServerAction,
     Transitions,
 )
 
@@ -415,3 +429,94 @@ def test_each_phase_is_followed_by_what_the_rules_allow() -> None:
     for phase in TOOL_STREAM_TERMINAL:
         expected[phase] = set()
     assert {phase: set(after) for phase, after in TOOL_STREAM_NEXT.items()} == expected
+
+
+# --- what the actions send (SERVER_EFFECTS), and the suites' transcriptions ---------------
+
+
+def any_table(body: str, first_header: str) -> list[list[str]]:
+    """The rows of the table in ``body`` whose header starts with ``first_header``."""
+    lines = body.splitlines()
+    (start,) = [k for k, line in enumerate(lines) if line.startswith(f"| {first_header} |")]
+    return table_rows(lines, start)[1]
+
+
+def appendix_a(text: str) -> list[list[str]]:
+    body = text[text.index("Appendix A.") : text.index("Appendix B.")]
+    return any_table(body, "Direction")
+
+
+def recoverable_codes(text: str) -> dict[str, bool | None]:
+    """§9.2: each code and whether it is recoverable (None: "as flagged")."""
+    flags = {"yes": True, "no": False, "as flagged": None}
+    return {
+        code.strip(): flags[recoverable]
+        for codes, recoverable, _when in any_table(sections(text)["9.2"], "Code")
+        for code in codes.split(",")
+    }
+
+
+def effect_of(words: str, recoverable: Mapping[str, bool | None]) -> Effect | None:
+    """What an action's words say a peer sees: "error X (not recoverable, seq 0), close
+    N". An error the words do not flag has §9.2's flag."""
+    error = re.search(r"\berror ([A-Z_]+)\b", words)
+    close = re.search(r"\bclose (\d+)\b", words)
+    if error is None and close is None and not words.startswith("error "):
+        return None
+    if "not recoverable" in words:
+        flag: bool | None = False
+    elif re.search(r"\brecoverable\b", words):
+        flag = True
+    else:
+        flag = recoverable[error.group(1)] if error else None
+    return Effect(
+        error=error.group(1) if error else None,
+        recoverable=flag,
+        seq_zero="seq 0" in words,
+        close=int(close.group(1)) if close else None,
+    )
+
+
+@pytest.mark.parametrize("action", list(ServerAction), ids=[a.name for a in ServerAction])
+def test_each_server_effect_is_what_its_action_says(action: ServerAction) -> None:
+    """``SERVER_EFFECTS`` (what the conformance suite judges a server by) is what each
+    action's words, the spec's, say: the error, its flag (§9.2 where the words do not
+    say), seq 0 and the close code."""
+    assert SERVER_EFFECTS.get(action) == effect_of(action.value, recoverable_codes(spec_text()))
+
+
+def test_the_error_codes_flags_are_9_2() -> None:
+    spec = recoverable_codes(spec_text())
+    assert {code: flag for code, flag in spec.items() if flag is not None} == dict(
+        ERROR_RECOVERABLE
+    )
+    for code, flag in spec.items():
+        if flag is not None:
+            assert recoverable_by_default(ErrorCode(code)) is flag, code
+
+
+def test_the_close_codes_of_9_3_are_the_code_s() -> None:
+    codes = {int(row[0]) for row in any_table(sections(spec_text())["9.3"], "Code")}
+    assert codes <= {value for name, value in vars(CloseCode).items() if name.isupper()}
+
+
+def test_the_message_classes_are_appendix_a() -> None:
+    """Appendix A's classes, as the suites transcribe them and as the schemas say."""
+    classes: dict[tuple[str, str], str] = {}
+    for direction, type_, cls, _purpose, _schema in appendix_a(spec_text()):
+        classes[direction, type_] = cls.split(",")[0]
+    schema_classes = {
+        (direction, type_): schema.seq_class
+        for direction, by_type in message_schemas().items()
+        for type_, schema in by_type.items()
+    }
+    assert schema_classes == classes
+    by_class = {
+        ("client", "sequenced"): CLIENT_SEQUENCED,
+        ("client", "transient"): CLIENT_TRANSIENT,
+        ("server", "sequenced"): SERVER_SEQUENCED,
+        ("server", "transient"): SERVER_TRANSIENT,
+    }
+    for (direction, cls), transcribed in by_class.items():
+        expected = {t for (d, t), c in classes.items() if d == direction and c == cls}
+        assert set(transcribed) == expected, (direction, cls)

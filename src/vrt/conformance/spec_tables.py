@@ -5,6 +5,8 @@ suites transcribe them, and the §5.1 server table and §7.5 tool-stream phases 
 protocol core has them as data (``vrt.protocol.tables``, one transcription for the code
 and its judge). Checks read their expectations from here
 (``row("opening", "hello").error``), never from literals of their own.
+``tests/core/test_tables_match_spec.py`` holds the transcriptions to the protocol text
+(Appendix A, §9.2) and the core's tables to §5.1 and §7.5.
 """
 
 from __future__ import annotations
