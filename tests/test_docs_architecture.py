@@ -92,3 +92,54 @@ def rewrite() -> None:
 
 if __name__ == "__main__":  # python tests/test_docs_architecture.py: regenerate the tables
     rewrite()
+
+
+SRC: Final = DOC.parents[1] / "src" / "vrt"
+
+
+def file_map() -> list[tuple[Path, Path, str]]:
+    """The file map at the top of docs/architecture.md, as (the folder the entry
+    describes the contents of, the folder the entry is in, the entry's text): a folder
+    entry describes itself, a file entry its folder."""
+    block = re.search(r"^```\n(.*?)^```", DOC.read_text(), re.S | re.M)
+    assert block is not None, "docs/architecture.md has no file map"
+    root = DOC.parents[1]
+    entries: list[tuple[Path, Path, str]] = []
+    folders: dict[int, Path] = {}
+    for line in block.group(1).splitlines():
+        indent = len(line) - len(line.lstrip())
+        if indent >= 20 and entries:  # the description goes on
+            inside, parent, text = entries[-1]
+            entries[-1] = (inside, parent, text + " " + line.strip())
+            continue
+        parent = folders.get(indent - 2, root) if indent else root
+        name = line.split()[0]
+        if name.endswith("/"):
+            folders[indent] = parent / name
+        entries.append((parent / name if name.endswith("/") else parent, parent, line.strip()))
+    return entries
+
+
+def test_every_file_the_map_names_is_in_the_tree() -> None:
+    root = DOC.parents[1]
+    missing = [
+        f"{inside.relative_to(root)}: {name}"
+        for inside, parent, text in file_map()
+        for name in re.findall(r"(?<![\w/])[\w/]+(?:\.py\b|/(?=[\s,)]))", text)
+        if not any((folder / name).exists() for folder in (inside, parent, root))
+        and not list(inside.rglob(name.rstrip("/")))
+    ]
+    assert missing == []
+
+
+def test_the_map_names_every_package_and_every_module_of_the_core_and_of_vrt() -> None:
+    named = " ".join(text for _, _, text in file_map())
+    packages = sorted(init.parent.relative_to(SRC).as_posix() for init in SRC.rglob("__init__.py"))
+    unnamed = [p for p in packages if p != "." and f"{p.rsplit('/', 1)[-1]}/" not in named]
+    assert unnamed == [], "packages of src/vrt the map leaves out"
+    modules = [
+        path.name
+        for path in (*SRC.glob("*.py"), *(SRC / "protocol").rglob("*.py"))
+        if path.name != "__init__.py"
+    ]
+    assert sorted(m for m in modules if not re.search(rf"\b{re.escape(m)}\b", named)) == []

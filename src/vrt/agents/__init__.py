@@ -10,11 +10,10 @@ only when it is chosen, so optional dependencies stay optional.
 from __future__ import annotations
 
 import importlib
-from collections.abc import Callable
-from typing import Final
+import typing
 
+from .base import OPTION_PREFIX as _OPTION_PREFIX
 from .base import (
-    OPTION_PREFIX,
     Agent,
     AgentFactory,
     AgentInput,
@@ -41,6 +40,12 @@ from .history import (
     UserSaid,
     coalesce,
 )
+
+# Names for the type checker only: every public name of this package is in __all__
+# (tests/test_exports.py), as websockets' package does.
+if typing.TYPE_CHECKING:
+    from collections.abc import Callable
+    from typing import Final
 
 __all__ = [
     "AGENTS",
@@ -105,11 +110,11 @@ def load_agent(
     setup: Callable[[dict[str, str]], AgentFactory] = getattr(
         importlib.import_module(module), attribute
     )
-    token = OPTION_PREFIX.set(option_prefix)
+    token = _OPTION_PREFIX.set(option_prefix)
     try:
         return setup(dict(options or {}))
     finally:
-        OPTION_PREFIX.reset(token)
+        _OPTION_PREFIX.reset(token)
 
 
 def load_default_agent(options: dict[str, str] | None = None) -> tuple[str, AgentFactory, str]:

@@ -20,6 +20,7 @@ from contextvars import ContextVar
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Final, Protocol, Self, TypeAlias, runtime_checkable
 
+from ..errors import VrtException
 from ..protocol.messages import FailureCode, Format, Tool, TurnStateName
 from ..protocol.server import (
     AgentInput,
@@ -65,7 +66,7 @@ log = logging.getLogger("vrt.agents")
 MAX_QUEUED_AUDIO: Final = 500
 
 
-class AgentSetupError(Exception):
+class AgentSetupError(VrtException):
     """An agent cannot be set up (a missing API key, a bad option). Its message is one
     line telling the user what to set; ``vrt serve`` prints it and exits."""
 

@@ -45,6 +45,7 @@ import orjson
 import websockets
 from websockets.asyncio.client import ClientConnection, connect
 
+from ..errors import VrtException
 from ..protocol.messages import Format
 from .base import (
     Agent,
@@ -320,7 +321,7 @@ def keyed_factory(
     return factory
 
 
-class SessionOver(Exception):
+class SessionOver(VrtException):
     """The agent closed its vRT session for good (the reason was sent to the client):
     ``run`` returns."""
 

@@ -32,6 +32,7 @@ from websockets.asyncio.client import ClientConnection, connect
 from websockets.exceptions import PayloadTooBig
 from websockets.protocol import State
 
+from ..errors import VrtException
 from ..protocol.client import (
     AudioChunk,
     CancelTool,
@@ -363,7 +364,7 @@ class _EventQueue:
                 return event
 
 
-class VrtError(Exception):
+class VrtError(VrtException):
     """The session could not be opened or cannot continue. ``code`` is the server's
     (UNAUTHORIZED, START_FAILED, ...) or the client's own: CONNECT_FAILED (no
     connection could be made, ``__cause__`` holding the transport's exception, or

@@ -26,12 +26,13 @@ from typing import Any, get_type_hints
 import jsonschema_rs
 import msgspec
 
+from ..errors import VrtException
 from ..protocol.messages import UNSET, FailureCode, Tool
 
 __all__ = ["CancelToken", "ClientTool", "ToolContext", "ToolError", "declared_tool", "tool"]
 
 
-class ToolError(Exception):
+class ToolError(VrtException):
     """Raise from a tool to answer with a specific failure code (§7.3), e.g. REJECTED."""
 
     def __init__(self, code: FailureCode, message: str) -> None:

@@ -10,6 +10,8 @@ from __future__ import annotations
 
 from enum import StrEnum
 
+from ..errors import VrtException
+
 __all__ = ["ErrorCode", "LocalProtocolError", "recoverable_by_default"]
 
 
@@ -55,5 +57,5 @@ def recoverable_by_default(code: ErrorCode) -> bool:
     return code not in _NOT_RECOVERABLE
 
 
-class LocalProtocolError(Exception):
+class LocalProtocolError(VrtException):
     """This side tried to do something the protocol forbids; a bug in the caller."""

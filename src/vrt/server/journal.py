@@ -51,6 +51,7 @@ from ..agents.history import (
     TurnInterrupted,
     UserSaid,
 )
+from ..errors import VrtException
 from ..logs import Throttled
 from ..protocol.messages import AgentText, Interrupted, Message, ToolCall, Transcript, TurnState
 from ..protocol.outputs import Output
@@ -115,7 +116,7 @@ _FELL_BACK: Final = Throttled(log, logging.WARNING)
 _RESYNCED: Final = Throttled(log, logging.INFO)
 
 
-class StoreUnavailable(Exception):
+class StoreUnavailable(VrtException):
     """The shared store did not answer (down, restarting, unreachable, too slow)."""
 
 

@@ -26,6 +26,8 @@ from typing import Final, Protocol, TypeAlias
 import numpy as np
 import numpy.typing as npt
 
+from ..errors import VrtException
+
 __all__ = [
     "SAMPLE_RATE",
     "Recognition",
@@ -43,7 +45,7 @@ SAMPLE_RATE: Final = 16000
 Samples: TypeAlias = npt.NDArray[np.float32]
 
 
-class StageError(Exception):
+class StageError(VrtException):
     """A stage failed while a session runs (a network stage refused, a model raised).
     Its message is one line for the user; the session goes on."""
 
