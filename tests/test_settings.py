@@ -16,6 +16,7 @@ from typer.testing import CliRunner
 from vrt.cli import app
 from vrt.protocol.server import ServerConfig
 from vrt.protocol.server.config import MUST_BE_POSITIVE
+from vrt.server import VrtServer
 from vrt.settings import (
     SETTINGS,
     AtLeast,
@@ -23,6 +24,7 @@ from vrt.settings import (
     Seconds,
     ServeSettings,
     Setting,
+    check_ranges,
     either,
 )
 
@@ -104,6 +106,14 @@ def test_ranges_say_what_they_take() -> None:
     assert AtLeast(1).refusal(0) == "0: expected a whole number, 1 or more"
     assert Port().refusal(0) is None
     assert Port().refusal(99999) == "99999 is not a TCP port (0 to 65535; 0 picks a free one)"
+
+
+def test_the_library_checks_its_arguments_against_the_same_ranges() -> None:
+    with pytest.raises(ValueError, match=r"^max_sessions: 0: expected a whole number, 1 or more$"):
+        VrtServer(lambda info: None, max_sessions=0)  # type: ignore[arg-type,return-value]
+    with pytest.raises(ValueError, match=r"^max_parked: -1: "):
+        VrtServer(lambda info: None, max_parked=-1)  # type: ignore[arg-type,return-value]
+    check_ranges(max_sessions=None, port=0, drain_timeout=0.0)
 
 
 def test_messages_name_the_choices() -> None:
