@@ -11,7 +11,7 @@ import typer.core
 from . import __version__
 from .agents import DEFAULT_AGENT, AgentSetupError, load_agent, load_default_agent
 from .client.client import DEFAULT_GIVE_UP_AFTER
-from .config import checked, with_settings
+from .config import checked, load_file, render, with_settings
 from .settings import DEFAULTS, ENV_PREFIX, AtLeast, Port, Seconds, ServeSettings
 
 # The examples at the end of each --help ("\b" keeps click from rewrapping a block).
@@ -181,8 +181,6 @@ def _load_config(ctx: typer.Context, param: typer.CallbackParam, value: Path | N
     """``--config FILE``: the file's settings become the command's defaults, under the
     flags and the environment (config.py)."""
     if value is not None and not ctx.resilient_parsing:
-        from .config import load_file
-
         ctx.default_map = {**(ctx.default_map or {}), **load_file(value, ctx.command)}
 
 
@@ -222,8 +220,6 @@ def serve(
     which wins over the file.
     """
     if print_config:
-        from .config import render
-
         typer.echo(render(ctx), nl=False)
         raise typer.Exit
     from .server.serve import main as start

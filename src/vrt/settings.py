@@ -85,8 +85,8 @@ class AtLeast:
 
 @dataclass(frozen=True, slots=True)
 class Port:
-    """A TCP port: 0 (pick a free one) to 65535. The operating system would take a
-    larger number modulo 65536 (99999 listens on 34463)."""
+    """A TCP port: 0 (pick a free one) to :data:`MAX_PORT`. The operating system would
+    take a larger number modulo 65536 (99999 listens on 34463)."""
 
     def refusal(self, value: int) -> str | None:
         """Why ``value`` is out of range, or None."""
