@@ -24,6 +24,7 @@ from urllib.parse import urlsplit
 
 from .. import __version__
 from ..agents import DEFAULT_AGENT, AgentFactory, AgentSetupError, load_agent, load_default_agent
+from ..errors import VrtException
 from ..logs import LogFormat, configure
 from ..protocol.codec import check_encoding
 from ..settings import BY_NAME, MEMORY, ServeSettings, either
@@ -41,7 +42,7 @@ if TYPE_CHECKING:
 __all__ = ["StartError", "main", "serve"]
 
 
-class StartError(Exception):
+class StartError(VrtException):
     """Something no server can start with, said in one line."""
 
 
