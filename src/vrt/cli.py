@@ -2,17 +2,8 @@
 
 from __future__ import annotations
 
-import asyncio
-import importlib.util
-import logging
-import math
-import os
-import signal
-import ssl
-import sys
-from collections.abc import Callable, Coroutine
 from pathlib import Path
-from typing import Annotated, Any, Final, cast
+from typing import Annotated, Any, cast
 
 import typer
 import typer.core
@@ -20,9 +11,8 @@ import typer.core
 from . import __version__
 from .agents import DEFAULT_AGENT, AgentSetupError, load_agent, load_default_agent
 from .client.client import DEFAULT_GIVE_UP_AFTER
-from .protocol.codec import check_encoding
-from .protocol.server import ServerConfig
-from .protocol.streams import DEFAULT_MAX_KEPT
+from .config import checked, load_file, render, with_settings
+from .settings import DEFAULTS, ENV_PREFIX, AtLeast, Port, Seconds, ServeSettings
 
 # The examples at the end of each --help ("\b" keeps click from rewrapping a block).
 MAIN_EPILOG = """\b
@@ -191,272 +181,19 @@ def _load_config(ctx: typer.Context, param: typer.CallbackParam, value: Path | N
     """``--config FILE``: the file's settings become the command's defaults, under the
     flags and the environment (config.py)."""
     if value is not None and not ctx.resilient_parsing:
-        from .config import load_file
-
         ctx.default_map = {**(ctx.default_map or {}), **load_file(value, ctx.command)}
 
 
-def _env(name: str) -> str:
-    return "VRT_" + name.upper()
-
-
-MAX_PORT: Final = 65535
-#: The schemes of --store besides memory (vrt.server.redis_store.check_url).
-STORE_SCHEMES: Final = ("redis", "rediss", "unix")
-
-
-def _seconds(*, zero: bool = False) -> Callable[[float | None], float | None]:
-    """A callback for an option in seconds: a finite number, positive (or, with
-    ``zero``, not negative); nan, inf and negative durations are impossible values."""
-
-    def check(value: float | None) -> float | None:
-        if value is not None and (
-            not math.isfinite(value) or value < 0 or (value == 0 and not zero)
-        ):
-            wanted = "0 or more" if zero else "more than 0"
-            raise typer.BadParameter(f"{value:g} seconds: expected a finite number, {wanted}")
-        return value
-
-    return check
-
-
-def _at_least(lowest: int) -> Callable[[int | None], int | None]:
-    """A callback for a count: ``lowest`` or more."""
-
-    def check(value: int | None) -> int | None:
-        if value is not None and value < lowest:
-            raise typer.BadParameter(f"{value}: expected a whole number, {lowest} or more")
-        return value
-
-    return check
-
-
-def _port(value: int) -> int:
-    """A TCP port: 0 (pick a free one) to 65535; the operating system would take a
-    larger number modulo 65536 (99999 listens on 34463)."""
-    if not 0 <= value <= MAX_PORT:
-        raise typer.BadParameter(f"{value} is not a TCP port (0 to {MAX_PORT}; 0 picks a free one)")
-    return value
-
-
 @app.command(cls=ManPage, epilog=SERVE_EPILOG)
+@with_settings
 def serve(
     ctx: typer.Context,
-    host: Annotated[
-        str,
-        typer.Option(
-            metavar="HOST",
-            envvar=_env("host"),
-            help="Interface to listen on: 0.0.0.0 or :: for every one.",
-        ),
-    ] = "127.0.0.1",
-    port: Annotated[
-        int,
-        typer.Option(
-            metavar="PORT",
-            envvar=_env("port"),
-            callback=_port,
-            help="TCP port; 0 picks a free one.",
-        ),
-    ] = 8765,
-    agent: Annotated[
-        str | None,
-        typer.Option(
-            metavar="NAME",
-            envvar=_env("agent"),
-            help=f"The agent behind each session: {DEFAULT_AGENT} (the default: offline "
-            "speech in and out; the scripted agent when the voice extra is not installed), "
-            "scripted (deterministic, for tests and demos), openai-realtime or gemini-live "
-            "(speech to speech), openai-chat (text, any OpenAI-compatible server). Their "
-            "settings: vrt docs agents.",
-            show_default=False,
-        ),
-    ] = None,
-    agent_option: Annotated[
-        list[str] | None,
-        typer.Option(
-            "--agent-option",
-            metavar="KEY=VALUE",
-            envvar=_env("agent_option"),
-            help="A setting of the agent, e.g. model=gpt-4o-mini (repeatable).",
-        ),
-    ] = None,
-    auth_token: Annotated[
-        list[str] | None,
-        typer.Option(
-            "--auth-token",
-            metavar="PRINCIPAL:TOKEN",
-            envvar=_env("auth_token"),
-            help="Require hello.auth to equal TOKEN; the session belongs to PRINCIPAL "
-            "(repeatable, §5.3). Default: no authentication.",
-        ),
-    ] = None,
-    allowed_origin: Annotated[
-        list[str] | None,
-        typer.Option(
-            "--allowed-origin",
-            metavar="ORIGIN",
-            envvar=_env("allowed_origin"),
-            help="Accept browser pages from this origin, e.g. https://app.example "
-            "(repeatable; '*' for any). Default: only pages from loopback and from "
-            "HOST, against cross-site WebSocket hijacking. Clients that are not "
-            "browsers are not concerned.",
-        ),
-    ] = None,
-    tls_cert: Annotated[
-        Path | None,
-        typer.Option(
-            metavar="PEM",
-            envvar=_env("tls_cert"),
-            help="Certificate chain: serve wss:// (§2.1). Default: ws://.",
-        ),
-    ] = None,
-    tls_key: Annotated[
-        Path | None,
-        typer.Option(metavar="PEM", envvar=_env("tls_key"), help="The private key of --tls-cert."),
-    ] = None,
-    resume_window: Annotated[
-        float,
-        typer.Option(
-            metavar="SEC",
-            envvar=_env("resume_window"),
-            callback=_seconds(),
-            help="How long a session whose connection dropped waits for a resume (§5.1).",
-        ),
-    ] = 30.0,
-    heartbeat_timeout: Annotated[
-        float,
-        typer.Option(
-            metavar="SEC",
-            envvar=_env("heartbeat_timeout"),
-            callback=_seconds(),
-            help="Close a connection silent this long with 4408 (§4.4).",
-        ),
-    ] = 45.0,
-    hello_timeout: Annotated[
-        float,
-        typer.Option(
-            metavar="SEC",
-            envvar=_env("hello_timeout"),
-            callback=_seconds(),
-            help="Close a connection that sends no hello this long with 1008.",
-        ),
-    ] = 10.0,
-    tool_timeout: Annotated[
-        float,
-        typer.Option(
-            metavar="SEC",
-            envvar=_env("tool_timeout"),
-            callback=_seconds(),
-            help="Settle a client tool call without a result this long as TIMEOUT (§7.2).",
-        ),
-    ] = 30.0,
-    drain_timeout: Annotated[
-        float,
-        typer.Option(
-            metavar="SEC",
-            envvar=_env("drain_timeout"),
-            callback=_seconds(zero=True),
-            help="On SIGTERM or Ctrl-C, let replies in flight finish this long before "
-            "ending every session with SERVER_SHUTDOWN; a second signal stops at once.",
-        ),
-    ] = 10.0,
-    max_unacked: Annotated[
-        int,
-        typer.Option(
-            metavar="N",
-            envvar=_env("max_unacked"),
-            callback=_at_least(1),
-            help="Unacknowledged messages kept per session for resends (§4.1).",
-        ),
-    ] = DEFAULT_MAX_KEPT,
-    max_sessions: Annotated[
-        int | None,
-        typer.Option(
-            metavar="N",
-            envvar=_env("max_sessions"),
-            callback=_at_least(1),
-            help="At most N live sessions, connected or waiting for a resume. One more "
-            "evicts the session parked the longest, or with none parked gets "
-            "START_FAILED (close 1011); resumes are always served. Default: no limit, "
-            "but the voice agent's own (32 per core: vrt docs limits).",
-        ),
-    ] = None,
-    max_parked: Annotated[
-        int | None,
-        typer.Option(
-            metavar="N",
-            envvar=_env("max_parked"),
-            callback=_at_least(0),
-            help="At most N sessions waiting for a resume; one more evicts the one parked "
-            "the longest (its resume gets RESUME_FAILED). Default: no limit.",
-        ),
-    ] = None,
-    max_connections: Annotated[
-        int | None,
-        typer.Option(
-            metavar="N",
-            envvar=_env("max_connections"),
-            callback=_at_least(1),
-            help="TCP connections open at once; one more is refused with HTTP 503. "
-            "Default: the open-file limit less headroom.",
-        ),
-    ] = None,
-    metrics: Annotated[
-        str | None,
-        typer.Option(
-            metavar="HOST:PORT",
-            envvar=_env("metrics"),
-            help="Serve Prometheus metrics on http://HOST:PORT/metrics, with /healthz and "
-            "/readyz, on a listener of their own (:PORT is loopback). Needs "
-            "'vrealtime[metrics]'. Default: off.",
-        ),
-    ] = None,
-    store: Annotated[
-        str,
-        typer.Option(
-            metavar="URL",
-            envvar=_env("store"),
-            help="Where sessions live: memory (in this process: a restart loses them), or "
-            "redis://HOST:PORT/DB (rediss:// with TLS; a Redis Cluster is found by "
-            "itself), shared by every vrt process behind the same address, so that a "
-            "session resumes on any of them; ?max_log_bytes=N bounds the conversation "
-            "kept per session (default 262144). Needs pip install 'vrealtime[redis]'. "
-            "More: vrt docs deploy. Default: memory.",
-        ),
-    ] = "memory",
-    workers: Annotated[
-        int,
-        typer.Option(
-            metavar="N",
-            envvar=_env("workers"),
-            callback=_at_least(1),
-            help="Serve with N processes on the same port (SO_REUSEPORT); N > 1 needs "
-            "--store redis://... SIGTERM drains them all. Default: 1.",
-        ),
-    ] = 1,
-    log_level: Annotated[
-        str,
-        typer.Option(
-            metavar="LEVEL",
-            envvar=_env("log_level"),
-            help="debug, info, warning or error.",
-        ),
-    ] = "info",
-    log_format: Annotated[
-        str,
-        typer.Option(
-            metavar="FORMAT",
-            envvar=_env("log_format"),
-            help="text, or json: one JSON object per line with session, turn, epoch and "
-            "principal where known.",
-        ),
-    ] = "text",
+    *,
     config: Annotated[
         Path | None,
         typer.Option(
             metavar="FILE",
-            envvar=_env("config"),
+            envvar=ENV_PREFIX + "CONFIG",
             is_eager=True,
             callback=_load_config,
             help="Read settings from this TOML file: the flags' names as keys, e.g. "
@@ -470,6 +207,7 @@ def serve(
             help="Print the settings in force, and where each came from, as TOML; then exit.",
         ),
     ] = False,
+    **settings: Any,
 ) -> None:
     """Start a vRT server.
 
@@ -482,256 +220,31 @@ def serve(
     which wins over the file.
     """
     if print_config:
-        from .config import render
-
         typer.echo(render(ctx), nl=False)
         raise typer.Exit
-    from .logs import LOG_FORMATS, configure
-    from .server import TokenAuthenticator, VrtServer, parse_token_spec
+    from .server.serve import main as start
 
-    if log_format not in LOG_FORMATS:
-        raise _fail("--log-format takes text or json")
-    try:
-        configure(log_level, cast("Any", log_format))
-    except ValueError:
-        raise _fail("--log-level takes debug, info, warning or error") from None
-    if os.environ.get("VRT_STRICT") == "1":  # development: check every message sent
-        check_encoding(True)
-    options: dict[str, str] = {}
-    for item in agent_option or ():
-        key, sep, setting = item.partition("=")
-        if not sep or not key:
-            raise _fail(f"--agent-option {item!r}: expected KEY=VALUE")
-        options[key] = setting
-    try:
-        if agent is None:
-            agent, factory, notice = load_default_agent(options)
-            if notice:  # a log line, so that --log-format json keeps stderr all JSON
-                logging.getLogger("vrt.agents").warning("%s", notice)
-        else:
-            factory = load_agent(agent, options)
-    except KeyError as exc:
-        raise _fail(str(exc.args[0])) from None
-    except AgentSetupError as exc:
-        raise _fail(f"--agent {agent or DEFAULT_AGENT}: {exc}") from None
-    except ImportError as exc:
-        raise _fail(
-            f"the {agent or DEFAULT_AGENT} agent needs a package that is missing: {exc.name}"
-        ) from None
-    authenticator = None
-    if auth_token:
-        try:
-            authenticator = TokenAuthenticator(parse_token_spec(spec) for spec in auth_token)
-        except ValueError as exc:
-            raise _fail(f"--auth-token: {exc}") from None
-    context = None
-    if tls_cert or tls_key:
-        if not (tls_cert and tls_key):
-            raise _fail("--tls-cert and --tls-key go together")
-        context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
-        try:
-            context.load_cert_chain(tls_cert, tls_key)
-        except (OSError, ssl.SSLError) as exc:
-            raise _fail(f"cannot load the TLS certificate {tls_cert}: {exc}") from None
-    telemetry = _telemetry(agent, metrics)
-    shared = store != "memory"
-    if shared:
-        _check_store(store)
-    elif workers > 1:
-        raise _fail("--workers above 1 needs a shared session store: --store redis://HOST:PORT/DB")
-    if metrics is not None and workers > 1:
-        raise _fail(
-            "--metrics serves one process: with --workers above 1, run one vrt serve per "
-            "port behind the proxy instead, each with its own --metrics"
-        )
-    config_ = ServerConfig(
-        heartbeat_timeout=heartbeat_timeout,
-        resume_window=resume_window,
-        hello_timeout=hello_timeout,
-        tool_timeout=tool_timeout,
-        max_unacked=max_unacked,
-    )
-    auth = "authentication on" if authenticator else "no authentication"
-    where = f"sessions in {_safe_url(store)}" if shared else "sessions in memory"
-
-    def make_server(reuse_port: bool) -> VrtServer:
-        session_store = None
-        if shared:
-            from .server.redis_store import RedisSessionStore
-
-            session_store = RedisSessionStore(store)
-        return VrtServer(
-            factory,
-            authenticator=authenticator,
-            config=config_,
-            ssl_context=context,
-            allowed_origins=allowed_origin,
-            max_sessions=max_sessions,
-            max_parked=max_parked,
-            max_connections=max_connections,
-            store=session_store,
-            reuse_port=reuse_port,
-            observer=telemetry[0] if telemetry else None,
-        )
-
-    def announce(url: str, detail: str = "") -> None:
-        typer.echo(f"vrt {__version__} listening on {url} (agent {agent}, {auth}, {where}{detail})")
-        sys.stdout.flush()
-
-    async def run(server: VrtServer, port: int, ready: Callable[[], None] | None = None) -> None:
-        try:
-            url = await server.start(host, port)
-        except OSError as exc:
-            raise _fail(f"cannot listen on {host}:{port}: {exc.strerror or exc}") from None
-        operations = None
-        if telemetry is not None and metrics is not None:
-            from .server.health import OperationsListener, parse_address
-
-            operations = OperationsListener(server, telemetry[1])
-            ops_host, ops_port = parse_address(metrics)
-            try:
-                ops_url = await operations.start(ops_host, ops_port)
-            except OSError as exc:
-                await server.close()
-                raise _fail(
-                    f"--metrics cannot listen on {metrics}: {exc.strerror or exc}"
-                ) from None
-        # Start-up is done: what it made is kept out of every later collection, and the
-        # young generation collected less often (vrt.server.gc_tuning).
-        from .server.gc_tuning import tune_for_serving
-
-        tune_for_serving()
-        stop = asyncio.Event()
-        loop = asyncio.get_running_loop()
-        for sig in (signal.SIGINT, signal.SIGTERM):
-            loop.add_signal_handler(sig, stop.set)
-        if ready is None:
-            announce(url)
-            typer.echo(f"origins: {server.origins.describe()}")
-            if operations is not None:
-                typer.echo(
-                    f"metrics: {ops_url}/metrics; health: {ops_url}/healthz, {ops_url}/readyz"
-                )
-            sys.stdout.flush()
-        else:
-            ready()
-        await stop.wait()
-        if ready is None:
-            then = "parked in the session store" if shared else "ended (SERVER_SHUTDOWN)"
-            typer.echo(
-                f"draining: replies in flight have {drain_timeout:g} s to finish; sessions "
-                f"are then {then}"
-            )
-            sys.stdout.flush()
-        stop.clear()
-        drain = loop.create_task(server.shutdown(drain_timeout))
-        again = loop.create_task(stop.wait())
-        await asyncio.wait({drain, again}, return_when=asyncio.FIRST_COMPLETED)
-        if not drain.done():  # a second signal: stop at once
-            drain.cancel()
-            await server.close()
-        again.cancel()
-        if operations is not None:
-            await operations.close()
-        if ready is None:
-            typer.echo("stopped")
-
-    if workers > 1:
-        from .server.workers import supervise
-
-        def worker(worker_port: int, ready: Callable[[], None]) -> None:
-            _run(run(make_server(True), worker_port, ready))
-
-        def announced(chosen: int) -> None:
-            scheme = "wss" if context is not None else "ws"
-            shown = f"[{host}]" if ":" in host else host
-            announce(f"{scheme}://{shown}:{chosen}", f", {workers} workers")
-
-        raise typer.Exit(supervise(workers, host, port, worker, announced))
-
-    _run(run(make_server(False), port))
-
-
-def _check_store(store: str) -> None:
-    """``--store``: a URL of a store this installation can use, or one line saying why
-    not (an unknown scheme, or the redis extra missing), exit status 2."""
-    scheme, sep, _ = store.partition("://")
-    if not sep or scheme not in STORE_SCHEMES:
-        raise _fail(
-            f"--store {store!r}: expected memory, redis://HOST:PORT/DB, rediss://... or unix://PATH"
-        )
-    try:
-        from .server.redis_store import check_url
-
-        check_url(store)
-    except ImportError as exc:
-        raise _fail(
-            f"--store {scheme}:// needs the redis extra: pip install 'vrealtime[redis]' "
-            f"(missing: {exc.name})"
-        ) from None
-    except ValueError as exc:
-        raise _fail(f"--store: {exc}") from None
-
-
-def _safe_url(url: str) -> str:
-    """``url`` without a password, for what is printed."""
-    from urllib.parse import urlsplit
-
-    parts = urlsplit(url)
-    host = parts.hostname or ""
-    if ":" in host:
-        host = f"[{host}]"
-    return f"{parts.scheme}://{host}{f':{parts.port}' if parts.port else ''}{parts.path}"
-
-
-def _telemetry(agent: str, metrics: str | None) -> tuple[Any, Any] | None:
-    """The server's observer and its metrics (None without --metrics): traces when
-    OpenTelemetry is configured come with it; without --metrics the server finds
-    those itself."""
-    if metrics is None:
-        return None
-    try:
-        from .server.health import parse_address
-
-        parse_address(metrics)
-    except ValueError as exc:
-        raise _fail(f"--metrics {exc}") from None
-    if importlib.util.find_spec("prometheus_client") is None:
-        raise _fail("--metrics needs prometheus-client: pip install 'vrealtime[metrics]'")
-    from .server.metrics import ServerMetrics
-    from .server.telemetry import Telemetry
-    from .server.tracing import configured_tracer
-
-    server_metrics = ServerMetrics(agent)
-    return Telemetry(server_metrics, configured_tracer()), server_metrics
-
-
-def _run(main: Coroutine[Any, Any, None]) -> None:
-    """Run on uvloop where it is installed: it cuts the event loop's cost per frame."""
-    try:
-        import uvloop
-    except ImportError:
-        asyncio.run(main)
-    else:
-        uvloop.run(main)
+    raise typer.Exit(start(ServeSettings(**settings)))
 
 
 @app.command(cls=ManPage, epilog=DEMO_EPILOG)
 def demo(
     host: Annotated[
         str, typer.Option(metavar="HOST", help="Interface for both servers (keep it loopback).")
-    ] = "127.0.0.1",
+    ] = DEFAULTS.host,
     port: Annotated[
         int,
         typer.Option(
-            metavar="PORT", callback=_port, help="The vRT server's port; 0 picks a free one."
+            metavar="PORT",
+            callback=checked(Port()),
+            help="The vRT server's port; 0 picks a free one.",
         ),
-    ] = 8765,
+    ] = DEFAULTS.port,
     http_port: Annotated[
         int,
         typer.Option(
             metavar="PORT",
-            callback=_port,
+            callback=checked(Port()),
             help="The demo page's HTTP port; 0 picks a free one.",
         ),
     ] = 8780,
@@ -763,6 +276,7 @@ def demo(
     """
     from .demo import demo_files, run_demo
     from .logs import configure
+    from .server.serve import run
 
     configure("warning")
     options = dict(item.partition("=")[::2] for item in agent_option or ())
@@ -779,7 +293,7 @@ def demo(
     except (KeyError, AgentSetupError) as exc:
         raise _fail(f"--agent {agent or DEFAULT_AGENT}: {exc}") from None
     try:
-        _run(run_demo(factory, host=host, port=port, http_port=http_port, files=files, agent=agent))
+        run(run_demo(factory, host=host, port=port, http_port=http_port, files=files, agent=agent))
     except OSError as exc:
         raise _fail(f"cannot listen on {host}: {exc.strerror or exc}") from None
 
@@ -820,7 +334,7 @@ def chat(
         float,
         typer.Option(
             metavar="SEC",
-            callback=_seconds(),
+            callback=checked(Seconds()),
             help="After a lost connection, stop if the session is not resumed within SEC seconds.",
         ),
     ] = DEFAULT_GIVE_UP_AFTER,
@@ -917,7 +431,8 @@ JunitReport = Annotated[
     Path | None, typer.Option("--junit", metavar="PATH", help="Write a JUnit XML report here.")
 ]
 CheckTimeout = Annotated[
-    float, typer.Option(metavar="SEC", callback=_seconds(), help="Seconds allowed per check.")
+    float,
+    typer.Option(metavar="SEC", callback=checked(Seconds()), help="Seconds allowed per check."),
 ]
 
 conformance = typer.Typer(
@@ -967,7 +482,7 @@ def conformance_server(
         float | None,
         typer.Option(
             metavar="SEC",
-            callback=_seconds(),
+            callback=checked(Seconds()),
             help="The server's heartbeat timeout, to check close 4408 (§4.4); skipped without it.",
         ),
     ] = None,
@@ -975,7 +490,7 @@ def conformance_server(
         float | None,
         typer.Option(
             metavar="SEC",
-            callback=_seconds(),
+            callback=checked(Seconds()),
             help="The server's timeout for client tool calls, to check that a late result is "
             "ignored (§7.2); skipped without it. Start the server with a short one.",
         ),
@@ -1044,7 +559,7 @@ def conformance_client(
         float,
         typer.Option(
             metavar="SEC",
-            callback=_seconds(zero=True),
+            callback=checked(Seconds(zero=True)),
             help="Seconds to wait for a ping before skipping the ping checks.",
         ),
     ] = 3.0,
@@ -1052,7 +567,7 @@ def conformance_client(
         int,
         typer.Option(
             metavar="N",
-            callback=_at_least(1),
+            callback=checked(AtLeast(1)),
             help="Checks run at once (each starts its own client).",
         ),
     ] = 1,

@@ -1,6 +1,6 @@
-"""Where ``vrt serve`` takes its settings from: flags, ``VRT_*`` environment variables,
-and a TOML file (``--config vrt.toml``), in that order of precedence, then the defaults
-(docs/operations.md#configuration).
+"""Where ``vrt serve`` takes its settings (vrt.settings) from: flags, ``VRT_*``
+environment variables, and a TOML file (``--config vrt.toml``), in that order of
+precedence, then the defaults (docs/operations.md#configuration).
 
 Every flag ``--some-name`` is also the environment variable ``VRT_SOME_NAME`` and the
 key ``some-name`` of the file (``some_name`` is accepted too), at the top level or under
@@ -8,25 +8,78 @@ key ``some-name`` of the file (``some_name`` is accepted too), at the top level 
 separated values in the environment. ``--print-config`` shows the settings in force,
 where each came from, credentials masked.
 
-The precedence is click's own, under typer (command line, environment, ``default_map``, default):
-the file's values are handed to it as the command's ``default_map``.
+The options are made from the settings' declarations (:func:`with_settings`). The
+precedence is click's own, under typer (command line, environment, ``default_map``,
+default): the file's values are handed to it as the command's ``default_map``.
 """
 
 from __future__ import annotations
 
+import inspect
 import tomllib
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Final
+from typing import Annotated, Any, Final, TypeVar
 
 import typer
 
-__all__ = ["ENV_PREFIX", "SECRET_SETTINGS", "env_name", "load_file", "render"]
+from .settings import SETTINGS, Range, Setting
 
-ENV_PREFIX: Final = "VRT_"
+__all__ = ["SECRET_SETTINGS", "checked", "load_file", "render", "with_settings"]
+
 #: Settings whose values are credentials: never printed.
-SECRET_SETTINGS: Final = frozenset({"auth_token"})
+SECRET_SETTINGS: Final = frozenset(s.name for s in SETTINGS if s.about.secret)
 #: Settings that are not read from a file (``--config`` itself, and actions).
 NOT_IN_FILE: Final = frozenset({"config", "print_config", "help"})
+
+Command = TypeVar("Command", bound=Callable[..., Any])
+
+
+def checked(within: Range) -> Callable[[Any], Any]:
+    """An option's callback: its value, or :class:`typer.BadParameter` saying why it is
+    out of ``within`` (one line, exit status 2: ``ManPage.parse_args``)."""
+
+    def check(value: Any) -> Any:
+        reason = None if value is None else within.refusal(value)
+        if reason is not None:
+            raise typer.BadParameter(reason)
+        return value
+
+    return check
+
+
+def _option(setting: Setting) -> Any:
+    about = setting.about
+    return typer.Option(
+        setting.flag,
+        metavar=about.metavar,
+        envvar=setting.env,
+        help=about.help,
+        callback=checked(about.range) if about.range is not None else None,
+    )
+
+
+def with_settings(command: Command) -> Command:
+    """``command`` taking one option per setting (vrt.settings), listed before its own
+    keyword-only parameters; the settings reach it as keyword arguments
+    (``**settings``). typer reads the options from the signature set here."""
+    signature = inspect.signature(command, eval_str=True)
+    own = [p for p in signature.parameters.values() if p.kind is not p.VAR_KEYWORD]
+    options = [
+        inspect.Parameter(
+            setting.name,
+            inspect.Parameter.KEYWORD_ONLY,
+            default=setting.default,
+            annotation=Annotated[setting.type, _option(setting)],
+        )
+        for setting in SETTINGS
+    ]
+    first = next((i for i, p in enumerate(own) if p.kind is p.KEYWORD_ONLY), len(own))
+    command.__signature__ = signature.replace(  # type: ignore[attr-defined]
+        parameters=[*own[:first], *options, *own[first:]]
+    )
+    return command
+
 
 #: click's ParameterSource names, as --print-config shows them.
 _SOURCES: Final = {
@@ -35,11 +88,6 @@ _SOURCES: Final = {
     "DEFAULT_MAP": "file",
     "DEFAULT": "default",
 }
-
-
-def env_name(setting: str) -> str:
-    """``max_sessions`` → ``VRT_MAX_SESSIONS``."""
-    return ENV_PREFIX + setting.upper()
 
 
 def load_file(path: Path, command: Any) -> dict[str, Any]:
@@ -117,7 +165,7 @@ def render(ctx: typer.Context) -> str:
         source = ctx.get_parameter_source(name)
         origin = _SOURCES.get(source.name, "default") if source is not None else "default"
         if origin == "environment":
-            origin = f"environment {env_name(name)}"
+            origin = f"environment {param.envvar}"
         key = name.replace("_", "-")
         if name in SECRET_SETTINGS and value:
             value = _mask(value)

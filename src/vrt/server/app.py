@@ -33,6 +33,7 @@ from ..protocol.messages import UNSET, Format, Hello
 from ..protocol.outputs import CloseCode
 from ..protocol.server import HelloReceived, ServerConfig, ServerSession
 from ..protocol.tables import ServerState
+from ..settings import DEFAULTS, check_ranges
 from .auth import Authenticator, FailedAuthLimiter, address_key
 from .journal import SessionJournal, StoreUnavailable
 from .listener import ConnectionCap, default_max_connections, listen
@@ -128,10 +129,7 @@ class VrtServer:
         reuse_port: bool = False,
         auth_failures: FailedAuthLimiter | None = None,
     ) -> None:
-        if max_sessions is not None and max_sessions < 1:
-            raise ValueError("max_sessions must be at least 1")
-        if max_parked is not None and max_parked < 0:
-            raise ValueError("max_parked cannot be negative")
+        check_ranges(max_sessions=max_sessions, max_parked=max_parked)
         self.agent_factory = agent_factory
         # An agent whose sessions are costly says how many one process serves (the
         # voice agent's factory, vrt.voice.options): the limit unless one is given.
@@ -209,7 +207,7 @@ class VrtServer:
 
     # -- lifecycle --
 
-    async def start(self, host: str = "127.0.0.1", port: int = 8765) -> str:
+    async def start(self, host: str = DEFAULTS.host, port: int = DEFAULTS.port) -> str:
         """Listen; returns the URL clients connect to (``ws://`` or ``wss://``)."""
         if self.shared is not None:
             await self.shared.open(self.config, self._session_lost)
@@ -241,7 +239,7 @@ class VrtServer:
         assert self._server is not None, "start() first"
         await self._server.serve_forever()
 
-    async def shutdown(self, drain_timeout: float = 10.0) -> None:
+    async def shutdown(self, drain_timeout: float = DEFAULTS.drain_timeout) -> None:
         """Stop gracefully: stop accepting and refuse new sessions, let the responses in
         flight finish for up to ``drain_timeout`` seconds, then :meth:`close`, which tells
         every client ``SERVER_SHUTDOWN`` so that none tries to resume here."""

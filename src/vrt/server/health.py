@@ -27,6 +27,7 @@ from typing import TYPE_CHECKING, Any, Final
 
 from picows import WSUpgradeRequest, WSUpgradeResponse, WSUpgradeResponseWithListener
 
+from ..settings import MAX_PORT
 from .listener import ConnectionCap, listen
 from .metrics import LoopLagProbe, ServerMetrics, make_registry
 
@@ -57,7 +58,7 @@ _INDEX: Final = b"vrt operations endpoints: /metrics /healthz /readyz\n"
 def parse_address(value: str) -> tuple[str, int]:
     """``HOST:PORT``, ``[IPv6]:PORT`` or ``:PORT`` (loopback) as (host, port)."""
     host, sep, port = value.rpartition(":")
-    if not sep or not port.isdigit() or int(port) > 65535:
+    if not sep or not port.isdigit() or int(port) > MAX_PORT:
         raise ValueError(f"{value!r} is not HOST:PORT")
     host = host.strip("[]") or "127.0.0.1"
     return host, int(port)

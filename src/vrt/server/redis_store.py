@@ -55,10 +55,19 @@ from .journal import Batch, SessionJournal, StoreUnavailable, WriteOutcome
 from .snapshot import client_data, restore_session, session_state
 from .store import Claim, Refusal
 
-__all__ = ["DEFAULT_MAX_LOG_BYTES", "RedisSessionStore", "check_url"]
+__all__ = [
+    "DEFAULT_MAX_LOG_BYTES",
+    "STORE_FORMS",
+    "STORE_SCHEMES",
+    "RedisSessionStore",
+    "check_url",
+]
 
 log = logging.getLogger("vrt.server")
 
+#: The schemes of a store URL, and what ``--store`` takes, for messages.
+STORE_SCHEMES: Final = ("redis", "rediss", "unix")
+STORE_FORMS: Final = "memory, redis://HOST:PORT/DB, rediss://... or unix://PATH"
 #: The conversation log kept per session (docs/limits.md): the newest entries within it.
 DEFAULT_MAX_LOG_BYTES: Final = 256 << 10
 #: The smallest ``max_log_bytes`` a URL may ask for: less keeps hardly a turn for an
@@ -190,10 +199,8 @@ def check_url(url: str) -> None:
     import redis  # noqa: F401
 
     parts = urlsplit(url)
-    if parts.scheme not in ("redis", "rediss", "unix"):
-        raise ValueError(
-            f"expected memory, redis://HOST:PORT/DB, rediss://... or unix://PATH, got {url!r}"
-        )
+    if parts.scheme not in STORE_SCHEMES:
+        raise ValueError(f"expected {STORE_FORMS}, got {url!r}")
     _max_log_bytes(dict(parse_qsl(parts.query, keep_blank_values=True)).get("max_log_bytes"))
 
 

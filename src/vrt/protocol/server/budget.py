@@ -17,7 +17,16 @@ above; audio read a whole burst beyond it is dropped (``ServerConnection``).
 
 from __future__ import annotations
 
-__all__ = ["ReadBudget"]
+from typing import Final
+
+__all__ = ["DEFAULT_AUDIO_BURST", "DEFAULT_AUDIO_RATE", "ReadBudget"]
+
+#: Seconds of input audio a connection may send per second: real time, and a tenth more
+#: for a client clock that runs a little fast (``ServerConfig.audio_rate``).
+DEFAULT_AUDIO_RATE: Final = 1.1
+#: Seconds of audio saved up: a network stall of two seconds is absorbed
+#: (``ServerConfig.audio_burst``).
+DEFAULT_AUDIO_BURST: Final = 2.0
 
 
 class ReadBudget:
@@ -44,8 +53,8 @@ class ReadBudget:
         byte_rate: float,
         byte_burst: float,
         now: float,
-        audio_rate: float = 1.1,
-        audio_burst: float = 2.0,
+        audio_rate: float = DEFAULT_AUDIO_RATE,
+        audio_burst: float = DEFAULT_AUDIO_BURST,
     ) -> None:
         if min(frame_rate, frame_burst, byte_rate, byte_burst, audio_rate, audio_burst) <= 0:
             raise ValueError("a read budget needs positive rates and bursts")

@@ -3,12 +3,31 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Final
 
 from ..capabilities import GLOBAL_TOOL_IDS, TOOL_STREAM
 from ..codec import DEFAULT_LIMITS, Limits
 from ..streams import DEFAULT_MAX_KEPT
+from .budget import DEFAULT_AUDIO_BURST, DEFAULT_AUDIO_RATE
 
-__all__ = ["ServerConfig"]
+__all__ = ["MUST_BE_POSITIVE", "ServerConfig"]
+
+#: The settings no server can run with at zero or below, each refused by its name: the
+#: deadlines (§4.4, §5.1, §7.2) and the read budget's rates and bursts (§11).
+_TIMERS: Final = ("heartbeat_timeout", "resume_window", "hello_timeout", "tool_timeout")
+_RATES: Final = (
+    "frame_rate",
+    "frame_burst",
+    "byte_rate",
+    "byte_burst",
+    "audio_rate",
+    "audio_burst",
+)
+#: The bounds on what a session keeps (§4.1, §11), refused together.
+_BOUNDS: Final = ("max_unacked", "max_unacked_bytes", "max_state_bytes")
+#: Every setting that must be positive (``vrt serve``'s options take these ranges from
+#: here: vrt.settings).
+MUST_BE_POSITIVE: Final = frozenset(_TIMERS + _RATES + _BOUNDS)
 
 
 @dataclass(frozen=True, slots=True)
@@ -50,27 +69,19 @@ class ServerConfig:
     frame_burst: float = 4096.0
     byte_rate: float = float(256 << 10)
     byte_burst: float = float(2 << 20)
-    #: Input audio one connection may send, by its duration (budget.py): seconds of
-    #: audio per second (real time, and a tenth more for a client clock that runs a
-    #: little fast) and seconds saved up (a network stall of two seconds is absorbed).
-    audio_rate: float = 1.1
-    audio_burst: float = 2.0
+    #: Input audio one connection may send, by its duration: seconds of audio per second
+    #: and seconds saved up (budget.py says why these).
+    audio_rate: float = DEFAULT_AUDIO_RATE
+    audio_burst: float = DEFAULT_AUDIO_BURST
     #: Audio items remembered for playback reports.
     remembered_items: int = 64
 
     def __post_init__(self) -> None:
-        for name in ("heartbeat_timeout", "resume_window", "hello_timeout", "tool_timeout"):
+        for name in _TIMERS:
             if getattr(self, name) <= 0:
                 raise ValueError(f"{name} must be positive")
-        if self.max_unacked < 1 or self.max_unacked_bytes < 1 or self.max_state_bytes < 1:
+        if any(getattr(self, name) < 1 for name in _BOUNDS):
             raise ValueError("max_unacked, max_unacked_bytes and max_state_bytes must be positive")
-        for name in (
-            "frame_rate",
-            "frame_burst",
-            "byte_rate",
-            "byte_burst",
-            "audio_rate",
-            "audio_burst",
-        ):
+        for name in _RATES:
             if getattr(self, name) <= 0:
                 raise ValueError(f"{name} must be positive")
