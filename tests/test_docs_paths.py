@@ -56,12 +56,14 @@ def exists(path: str) -> bool:
             return True
     # Built or generated where it is used (bench/results/, clients/c/build/): ignored by
     # git. A folder matches a pattern such as build/ only when written with its slash.
+    # Each base's own .gitignore counts (clients/web ignores its generated src/gen/).
+    written = [str((base / path).relative_to(ROOT)) for base in BASES]
     return any(
         subprocess.run(
             ["git", "check-ignore", "-q", candidate], cwd=ROOT, check=False, capture_output=True
         ).returncode
         == 0
-        for candidate in (path, path.rstrip("/") + "/")
+        for candidate in [*written, *(name + "/" for name in written)]
     )
 
 
