@@ -34,7 +34,7 @@ from vrt.protocol.server.tools import ToolCalls
 from vrt.protocol.streams import IncomingStream, OutgoingStream
 from vrt.server import app
 from vrt.server.app import VrtServer
-from vrt.server.websocket import ClientConnection
+from vrt.server.websocket import ServerWebSocket
 
 __all__ = ["VARIANTS", "Variant"]
 
@@ -140,7 +140,7 @@ class _RevealingServer(VrtServer):
     """Tells a foreign principal that the session exists."""
 
     async def _resume(
-        self, connection: ClientConnection, session_id: str, principal: str | None
+        self, connection: ServerWebSocket, session_id: str, principal: str | None
     ) -> None:
         session = self.session(session_id)
         if session is not None and session.principal != principal:

@@ -39,7 +39,7 @@ from .listener import ConnectionCap, default_max_connections, listen
 from .origins import OriginPolicy
 from .store import Claim, MemorySessionStore, SessionStore, SharedSessionStore
 from .telemetry import ServerObserver
-from .websocket import ClientConnection, ConnectionHooks, EdgeLimits
+from .websocket import ConnectionHooks, EdgeLimits, ServerWebSocket
 
 __all__ = ["HANDED_OFF", "MOVED", "VrtServer"]
 
@@ -188,10 +188,10 @@ class VrtServer:
         self._hooks = ConnectionHooks(
             opened=self._connections_add, pump=self._pump, closed=self._disconnected
         )
-        self._connections: set[ClientConnection] = set()
+        self._connections: set[ServerWebSocket] = set()
         #: Parked sessions, the longest parked first, with the timer of each.
         self._parked: dict[str, asyncio.TimerHandle | None] = {}
-        self._bound: dict[str, ClientConnection] = {}
+        self._bound: dict[str, ServerWebSocket] = {}
         self._agents: dict[str, _AgentHost] = {}
         self._sessions: dict[str, ServerSession] = {}
         #: With a shared store: each session's write-ahead journal.
@@ -335,15 +335,15 @@ class VrtServer:
                 "a client put a credential in the URL; it is ignored: send it in hello.auth (§5.3)"
             )
         if self.observer is None:
-            return ClientConnection(self.config, self.edge, self._hooks)
-        connection = ClientConnection(self.config, self.edge, self._hooks)
+            return ServerWebSocket(self.config, self.edge, self._hooks)
+        connection = ServerWebSocket(self.config, self.edge, self._hooks)
         connection.meter = self.observer.connection(connection)
         return connection
 
-    def _connections_add(self, connection: ClientConnection) -> None:
+    def _connections_add(self, connection: ServerWebSocket) -> None:
         self._connections.add(connection)
 
-    def _disconnected(self, connection: ClientConnection) -> None:
+    def _disconnected(self, connection: ServerWebSocket) -> None:
         self._connections.discard(connection)
         protocol = connection.protocol
         session = protocol.session
@@ -411,7 +411,7 @@ class VrtServer:
             loop.call_at(deadline, self._parked_timer, session) if deadline else None
         )
 
-    def _pump(self, connection: ClientConnection) -> None:
+    def _pump(self, connection: ServerWebSocket) -> None:
         """After the core ran for ``connection``: start opening a hello, hand the
         session's events to its agent, write frames, re-arm the timer."""
         protocol = connection.protocol
@@ -491,12 +491,12 @@ class VrtServer:
 
     # -- opening (§5.2-§5.4) --
 
-    def _start_opening(self, connection: ClientConnection, event: HelloReceived) -> None:
+    def _start_opening(self, connection: ServerWebSocket, event: HelloReceived) -> None:
         task = asyncio.get_running_loop().create_task(self._open(connection, event.hello))
         self._opening.add(task)
         task.add_done_callback(self._opening.discard)
 
-    async def _open(self, connection: ClientConnection, hello: Hello) -> None:
+    async def _open(self, connection: ServerWebSocket, hello: Hello) -> None:
         address = address_key(connection.peer) if self.authenticator is not None else ""
         try:
             if self.authenticator is not None and not self.auth_failures.allows(address):
@@ -537,7 +537,7 @@ class VrtServer:
         return str(principal)
 
     async def _resume(
-        self, connection: ClientConnection, session_id: str, principal: str | None
+        self, connection: ServerWebSocket, session_id: str, principal: str | None
     ) -> None:
         if self.shared is not None:
             found = await self._claim(connection, self.shared, session_id, principal)
@@ -580,7 +580,7 @@ class VrtServer:
         self._pump(connection)
 
     async def _open_new(
-        self, connection: ClientConnection, hello: Hello, principal: str | None
+        self, connection: ServerWebSocket, hello: Hello, principal: str | None
     ) -> None:
         if self._draining:
             if self.observer is not None:
@@ -615,7 +615,7 @@ class VrtServer:
         finally:
             self._starting -= 1
 
-    def _refuse_full(self, connection: ClientConnection, limit: int) -> None:
+    def _refuse_full(self, connection: ServerWebSocket, limit: int) -> None:
         if self.observer is not None:
             self.observer.session_refused("limit")
         connection.protocol.refuse_start(
@@ -630,7 +630,7 @@ class VrtServer:
             )
             self._warned_full_at, self._refused_full = now, 0
 
-    def _refuse_busy(self, connection: ClientConnection, reason: str) -> None:
+    def _refuse_busy(self, connection: ServerWebSocket, reason: str) -> None:
         if self.observer is not None:
             self.observer.session_refused("capacity")
         connection.protocol.refuse_start(reason)
@@ -638,7 +638,7 @@ class VrtServer:
         self._refused_busy("refused a new session: %s", reason)
 
     async def _start_session(
-        self, connection: ClientConnection, hello: Hello, principal: str | None
+        self, connection: ServerWebSocket, hello: Hello, principal: str | None
     ) -> None:
         protocol = connection.protocol
         info = SessionInfo(
@@ -771,7 +771,7 @@ class VrtServer:
 
     async def _claim(
         self,
-        connection: ClientConnection,
+        connection: ServerWebSocket,
         shared: SharedSessionStore,
         session_id: str,
         principal: str | None,
@@ -811,7 +811,7 @@ class VrtServer:
         return await self._restored(connection, shared, claim)
 
     async def _restored(
-        self, connection: ClientConnection, shared: SharedSessionStore, claim: Claim
+        self, connection: ServerWebSocket, shared: SharedSessionStore, claim: Claim
     ) -> ServerSession | None:
         session = claim.session
         record = session.record
