@@ -265,7 +265,8 @@ async def serve_vrt(stop: asyncio.Event, experiments: list[str], store: str = ""
     server: VrtServer
 
     def wait_writable(session_id: str) -> asyncio.Future[None] | None:
-        connection = server._bound.get(session_id)
+        hosted = server.sessions.get(session_id)
+        connection = hosted.connection if hosted is not None else None
         if not isinstance(connection, BenchConnection) or not connection._paused:
             return None
         if connection.closed:

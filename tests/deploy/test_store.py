@@ -87,8 +87,10 @@ async def test_what_reaches_the_socket_is_in_the_store_first(
         assert view.state(session_id).out_last_seq >= max(seqs)
         caught.extend(seqs)
         # The process dies here: the socket write never happens, nothing more is stored.
-        journal = a.server._journals[session_id]
-        journal.lost = True
+        hosted = a.server.sessions.get(session_id)
+        assert hosted is not None
+        assert hosted.journal is not None
+        hosted.journal.lost = True
         connection._abort()
 
     try:

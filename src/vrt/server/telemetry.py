@@ -125,7 +125,7 @@ class ServerObserver:
         agent: Agent | None,
         agent_session: AgentSession | None,
     ) -> None:
-        """The session ended, for ``reason`` (``VrtServer._end_session``)."""
+        """The session ended, for ``reason`` (``vrt.server.registry``)."""
 
 
 class Telemetry(ServerObserver):
