@@ -1,6 +1,6 @@
 """The server's per-message work without sockets, for instruction counts.
 
-Drives ``VrtServer`` with the bench agents through a ``ClientConnection`` whose picows
+Drives ``VrtServer`` with the bench agents through a ``ServerWebSocket`` whose picows
 transport and frames are stand-ins (no system call, no client): what is left is the
 work vrt adds above a bare picows server for each message. Run it under callgrind with
 two sizes and take the difference over the difference in messages, so that start-up
@@ -105,7 +105,7 @@ async def _steps(n: int = 3) -> None:
 
 async def run(scenario: str, count: int) -> _Writer:
     from vrt.server import ServerConfig, VrtServer
-    from vrt.server.websocket import ClientConnection, EdgeLimits
+    from vrt.server.websocket import EdgeLimits, ServerWebSocket
 
     from .agents import bench_agent_factory
 
@@ -123,7 +123,7 @@ async def run(scenario: str, count: int) -> _Writer:
         config=config,
         edge=EdgeLimits(max_message_bytes=4 << 20, max_write_buffer=1 << 30),
     )
-    connection = ClientConnection(server.config, server.edge, server._hooks)
+    connection = ServerWebSocket(server.config, server.edge, server._hooks)
     transport = _Transport()
     connection.on_ws_connected(transport)  # type: ignore[arg-type]
     context = None if scenario in ("echo", "ping", "none") else {"bench": "audio"}
@@ -156,7 +156,7 @@ async def run(scenario: str, count: int) -> _Writer:
             await asyncio.sleep(0)
     elif scenario == "open":
         for _ in range(count):
-            opened = ClientConnection(server.config, server.edge, server._hooks)
+            opened = ServerWebSocket(server.config, server.edge, server._hooks)
             link = _Transport()
             opened.on_ws_connected(link)  # type: ignore[arg-type]
             opened.on_ws_frame(link, _Frame(WSMsgType.TEXT, hello))  # type: ignore[arg-type]

@@ -242,14 +242,14 @@ async def serve_websockets(stop: asyncio.Event) -> None:
 async def serve_vrt(stop: asyncio.Event, experiments: list[str], store: str = "") -> None:
     from vrt.server import ServerConfig, VrtServer, app
     from vrt.server.gc_tuning import tune_for_serving
-    from vrt.server.websocket import ClientConnection, EdgeLimits
+    from vrt.server.websocket import EdgeLimits, ServerWebSocket
 
     from . import experiments as bench_experiments
     from .agents import bench_agent_factory
 
     bench_experiments.apply(experiments)  # prototypes of proposed src changes; none by default
 
-    class BenchConnection(ClientConnection):
+    class BenchConnection(ServerWebSocket):
         """vrt's connection plus a future the flood agent awaits while paused."""
 
         resumed: asyncio.Future[None] | None = None
@@ -261,11 +261,12 @@ async def serve_vrt(stop: asyncio.Event, experiments: list[str], store: str = ""
 
     # The server builds its connections through this module global; the bench server
     # swaps in the subclass (this process only) so the flood agent can await resume.
-    app.ClientConnection = BenchConnection  # type: ignore[misc]
+    app.ServerWebSocket = BenchConnection  # type: ignore[misc]
     server: VrtServer
 
     def wait_writable(session_id: str) -> asyncio.Future[None] | None:
-        connection = server._bound.get(session_id)
+        hosted = server.sessions.get(session_id)
+        connection = hosted.connection if hosted is not None else None
         if not isinstance(connection, BenchConnection) or not connection._paused:
             return None
         if connection.closed:

@@ -88,7 +88,7 @@ def _install() -> None:
 
     from vrt.server import journal, redis_store, websocket
 
-    connection = websocket.ClientConnection
+    connection = websocket.ServerWebSocket
     on_frame = connection.on_ws_frame
 
     def on_ws_frame(self: Any, transport: Any, frame: Any) -> None:

@@ -1,6 +1,7 @@
 """The agent seam's two ways of taking events: ``next_event``/``events`` (a task woken
-per batch) and ``listen`` (a synchronous call per event), and the bound on input audio
-an agent leaves unread."""
+per batch) and ``listen`` (a synchronous call per event), the bound on input audio
+an agent leaves unread, and what it tells the driver after each action (``flush``, or
+``replied`` when the action sent a reply)."""
 
 from __future__ import annotations
 
@@ -10,7 +11,7 @@ import pytest
 
 from vrt.agents.base import MAX_QUEUED_AUDIO, AgentSession
 from vrt.protocol.codec import encode
-from vrt.protocol.messages import PCM16_24K, Hello
+from vrt.protocol.messages import PCM16_24K, Hello, Tool
 from vrt.protocol.server import (
     AgentInput,
     AudioReceived,
@@ -22,10 +23,10 @@ from vrt.protocol.server import (
 )
 
 
-def open_session() -> ServerSession:
+def open_session(hello: Hello | None = None) -> ServerSession:
     config = ServerConfig()
     connection = ServerConnection(config, now=0.0)
-    connection.receive_text(encode(Hello(), 0), 0.0)
+    connection.receive_text(encode(hello or Hello(), 0), 0.0)
     (event,) = connection.take_events()
     core = ServerSession(
         event.hello, config, input_formats=(PCM16_24K,), output_formats=(PCM16_24K,)
@@ -119,3 +120,63 @@ async def test_unread_audio_is_bounded_and_control_events_are_not() -> None:
     session.deliver([audio[0]])  # read: there is room again
     assert await session.next_event() == audio[0]
     assert session.dropped_audio == 3
+
+
+async def test_the_driver_is_told_which_actions_sent_a_reply() -> None:
+    """A text chunk, an agent transcript, an output audio frame and a client tool call
+    are replies (the driver writes the first one to an event at once); every other
+    action, and one that sent nothing, is a plain flush."""
+    told: list[str] = []
+    session = AgentSession(
+        open_session(Hello(tools=(Tool(name="lookup"),))),
+        lambda: told.append("flush"),
+        asyncio.get_running_loop().time,
+        replied=lambda: told.append("replied"),
+    )
+
+    def after(action: object) -> str:
+        del action
+        return told.pop()
+
+    turn = session.begin_turn()
+    assert told == ["flush"]
+    told.clear()
+    assert after(turn.state("speaking")) == "flush"
+    assert after(session.user_transcript("hi")) == "flush"
+    assert after(turn.text("one")) == "replied"
+    assert after(turn.transcript("one")) == "replied"
+    item = turn.audio()
+    assert item is not None
+    assert told.pop() == "flush"
+    assert after(item.write(bytes(960))) == "replied"
+    server_call = turn.tool_call("search", server_side=True)
+    assert server_call is not None
+    assert told.pop() == "flush"
+    assert after(server_call.issue({})) == "flush"  # a server tool: nothing to the client
+    client_call = turn.tool_call("lookup")
+    assert client_call is not None
+    assert told.pop() == "flush"
+    assert after(client_call.issue({})) == "replied"
+    assert after(turn.end()) == "flush"
+    assert after(turn.text("late")) == "flush"  # the turn is over: nothing sent
+    assert after(item.write(bytes(960))) == "flush"
+    assert told == []
+
+
+async def test_without_replied_every_action_is_a_flush_and_an_inner_view_tells_the_same() -> None:
+    flushes: list[str] = []
+    outer = AgentSession(
+        open_session(), lambda: flushes.append("flush"), asyncio.get_running_loop().time
+    )
+    outer.begin_turn().text("one")
+    assert flushes == ["flush", "flush"]
+    replies: list[str] = []
+    told = AgentSession(
+        open_session(),
+        lambda: None,
+        asyncio.get_running_loop().time,
+        replied=lambda: replies.append("replied"),
+    )
+    inner = AgentSession.inside(told)
+    inner.begin_turn().text("one")
+    assert replies == ["replied"]

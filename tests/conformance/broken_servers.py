@@ -1,7 +1,7 @@
 """Deliberately broken vRT servers: our server with one rule of the protocol broken.
 
 Each :class:`Variant` patches the server core (:mod:`vrt.protocol.server`) or the
-server (:mod:`vrt.server.app`) for as long as its :meth:`Variant.patched` context is
+server (:mod:`vrt.server.opening`) for as long as its :meth:`Variant.patched` context is
 open, or runs another agent behind it, and names the checks of the server conformance
 suite with the outcome each must have. Broken variants break one rule: the checks
 judging it must fail. Correct variants are servers that are not ours as it is (spaced
@@ -32,9 +32,8 @@ from vrt.protocol.messages import Error, Interrupt, ToolCallDelta, ToolResult
 from vrt.protocol.server import ServerSession
 from vrt.protocol.server.tools import ToolCalls
 from vrt.protocol.streams import IncomingStream, OutgoingStream
-from vrt.server import app
-from vrt.server.app import VrtServer
-from vrt.server.websocket import ClientConnection
+from vrt.server import opening
+from vrt.server.websocket import ServerWebSocket
 
 __all__ = ["VARIANTS", "Variant"]
 
@@ -52,7 +51,6 @@ class Variant:
     outcomes: Mapping[str, Outcome]
     #: Patches applied while the variant runs (each a context manager factory).
     patches: tuple[Callable[[], contextlib.AbstractContextManager[Any]], ...] = ()
-    server_class: type[VrtServer] = VrtServer
     agent: AgentFactory = scripted_agent
     #: Run with two principals (for the checks that need --auth and --auth-other).
     auth: bool = False
@@ -85,7 +83,7 @@ def _session_class(
     cls: type[ServerSession],
 ) -> Callable[[], contextlib.AbstractContextManager[Any]]:
     """Make the server build sessions of ``cls``."""
-    return lambda: mock.patch.object(app, "ServerSession", cls)
+    return lambda: mock.patch.object(opening, "ServerSession", cls)
 
 
 # --- 1. no deduplication (§4.3) -------------------------------------------------------
@@ -136,20 +134,26 @@ class _PreviewAlways(ServerSession):
 # --- 4. a foreign resume answered unlike an unknown one (§5.3) ------------------------
 
 
-class _RevealingServer(VrtServer):
-    """Tells a foreign principal that the session exists."""
+def _revealing() -> contextlib.AbstractContextManager[Any]:
+    """Make the server tell a foreign principal that the session exists."""
+    resume = opening.SessionOpener._resume
 
-    async def _resume(
-        self, connection: ClientConnection, session_id: str, principal: str | None
+    async def revealing(
+        self: opening.SessionOpener,
+        connection: ServerWebSocket,
+        session_id: str,
+        principal: str | None,
     ) -> None:
-        session = self.session(session_id)
-        if session is not None and session.principal != principal:
+        hosted = self._sessions.get(session_id)
+        if hosted is not None and hosted.session.principal != principal:
             connection.protocol._refuse(
                 ErrorCode.RESUME_FAILED, "the session belongs to another principal", 4404
             )
             self._pump(connection)
             return
-        await super()._resume(connection, session_id, principal)
+        await resume(self, connection, session_id, principal)
+
+    return mock.patch.object(opening.SessionOpener, "_resume", revealing)
 
 
 # --- 5. nothing resent after a resume (§5.4) ------------------------------------------
@@ -374,7 +378,7 @@ VARIANTS: tuple[Variant, ...] = (
         "revealing-foreign-resume",
         "answers a foreign resume unlike an unknown one (§5.3)",
         {**_fails("auth-foreign-resume-like-unknown"), **_passes("resume-unknown-session")},
-        server_class=_RevealingServer,
+        patches=(_revealing,),
         auth=True,
     ),
     Variant(

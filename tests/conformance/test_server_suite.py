@@ -57,11 +57,10 @@ async def serving(
     auth: bool = False,
     capabilities: tuple[str, ...] = (TOOL_STREAM, GLOBAL_IDS),
     heartbeat_timeout: float = 45.0,
-    server_class: type[VrtServer] = VrtServer,
     agent: Any = scripted_agent,
     **config: Any,
 ) -> AsyncIterator[str]:
-    server = server_class(
+    server = VrtServer(
         agent,
         authenticator=TokenAuthenticator(TOKENS) if auth else None,
         config=ServerConfig(
@@ -226,7 +225,6 @@ async def test_other_servers_are_judged_exactly(variant: Variant) -> None:
     with variant.patched():
         async with serving(
             auth=variant.auth,
-            server_class=variant.server_class,
             agent=variant.agent,
             **variant.config,
         ) as url:

@@ -23,7 +23,7 @@ from vrt.protocol.server import ServerConfig
 from vrt.server.metrics import ServerMetrics
 from vrt.server.redis_store import RedisSessionStore
 from vrt.server.telemetry import Telemetry
-from vrt.server.websocket import ClientConnection
+from vrt.server.websocket import ServerWebSocket
 
 
 @pytest.fixture
@@ -75,9 +75,9 @@ async def test_what_reaches_the_socket_is_in_the_store_first(
     session_id = ready.session_id
     assert await reply(client, "echo warm") == "warm"
     caught: list[int] = []
-    original = ClientConnection.write_items
+    original = ServerWebSocket.write_items
 
-    def write_items(connection: ClientConnection, outbox: list[Output]) -> None:
+    def write_items(connection: ServerWebSocket, outbox: list[Output]) -> None:
         seqs = _seqs(outbox)
         if connection.loop is not asyncio.get_running_loop() or not seqs or caught:
             original(connection, outbox)
@@ -87,16 +87,18 @@ async def test_what_reaches_the_socket_is_in_the_store_first(
         assert view.state(session_id).out_last_seq >= max(seqs)
         caught.extend(seqs)
         # The process dies here: the socket write never happens, nothing more is stored.
-        journal = a.server._journals[session_id]
-        journal.lost = True
+        hosted = a.server.sessions.get(session_id)
+        assert hosted is not None
+        assert hosted.journal is not None
+        hosted.journal.lost = True
         connection._abort()
 
     try:
-        setattr(ClientConnection, "write_items", write_items)  # noqa: B010 - the probe
+        setattr(ServerWebSocket, "write_items", write_items)  # noqa: B010 - the probe
         await client.text("burst 5")
         await eventually(lambda: bool(caught), 3.0)
     finally:
-        setattr(ClientConnection, "write_items", original)  # noqa: B010
+        setattr(ServerWebSocket, "write_items", original)  # noqa: B010
     assert not any(seq in client.raw for seq in caught), "the socket write happened"
     resumed = await resume(b.url, client, session_id)
     try:

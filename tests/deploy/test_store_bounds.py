@@ -99,8 +99,10 @@ async def test_an_outage_coalesces_the_log_instead_of_accumulating_it() -> None:
             for n in range(40):
                 await client.text(f"echo {n:02d}" + "z" * 10_000)
                 await client.until(is_idle, 5.0)
-            journal = running.server._journals[ready.session_id]
-            assert journal._log_bytes <= cap
+            hosted = running.server.sessions.get(ready.session_id)
+            assert hosted is not None
+            assert hosted.journal is not None
+            assert hosted.journal._log_bytes <= cap
             redis.start()  # empty: the journal writes the session whole again
             await eventually(lambda: bool(view.history(ready.session_id)), 10.0, "the rewrite")
             assert int(view.meta(ready.session_id)["logbytes"]) <= cap

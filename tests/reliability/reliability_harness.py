@@ -3,8 +3,8 @@ a client whose session records both streams, tools that record when and in which
 epoch they ran, and an event recorder.
 
 Recording is done from the outside, without changing ``src``: the server's sessions are
-instrumented by a :class:`~vrt.server.store.SessionStore` (``add`` is called for every
-new session before it sends or handles anything), the client's by replacing its
+instrumented by a :class:`~vrt.server.store.SessionStore` (``create`` is called for
+every new session before it sends or handles anything), the client's by replacing its
 outgoing stream before it connects. What is recorded:
 
 * ``sent``: every sequenced message a side sent, with its seq, once (resends of the same
@@ -109,9 +109,9 @@ class RecordingStore(MemorySessionStore):
         super().__init__()
         self.records: dict[str, ServerRecord] = {}
 
-    async def add(self, session: ServerSession) -> None:
+    async def create(self, session: ServerSession) -> None:
         self.records[session.session_id] = instrument_server_session(session)
-        await super().add(session)
+        await super().create(session)
 
 
 class LiveServer:

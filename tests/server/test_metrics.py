@@ -157,7 +157,7 @@ async def test_the_metrics_move_as_a_conversation_runs(
     await server.close()
     ended = await observed.scrape()
     # In memory a shutdown ends the session; with a shared store it lives on in the store.
-    outcome = "handed_off" if server.shared is not None else "shutdown"
+    outcome = "handed_off" if server.store.shared else "shutdown"
     assert value(ended, "vrt_sessions_ended_total", outcome=outcome) == 1
     assert value(ended, "vrt_draining") == 1
 

@@ -53,7 +53,7 @@ async def test_a_session_span_with_a_span_per_turn(
     session = sessions[0]
     assert session.attributes is not None
     assert session.attributes["vrt.session_id"] == ready.session_id
-    shared = running.server.shared is not None
+    shared = running.server.store.shared
     assert session.attributes["vrt.outcome"] == (
         "handed off to another process" if shared else "server shutting down"
     )

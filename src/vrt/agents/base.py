@@ -121,7 +121,14 @@ AgentFactory: TypeAlias = Callable[[SessionInfo], "Agent | Awaitable[Agent]"]
 
 
 class AgentSession:
-    """The session as an agent sees it. Every method sends at once; none blocks."""
+    """The session as an agent sees it. Every method sends at once; none blocks.
+
+    The server's driver gives it ``flush``, called after every action of the agent, and
+    ``replied``, called instead of ``flush`` after an action that sent a reply (a text
+    chunk, an agent transcript, an output audio frame, a client tool call): the driver
+    writes the first reply to an event at once (``vrt.server.coalescing``). Without
+    ``replied``, ``flush`` is called for those too.
+    """
 
     def __init__(
         self,
@@ -129,9 +136,12 @@ class AgentSession:
         flush: Callable[[], None],
         clock: Callable[[], float],
         on_failure: Callable[[Exception], None] | None = None,
+        *,
+        replied: Callable[[], None] | None = None,
     ) -> None:
         self._session = session
         self._flush = flush
+        self._replied = flush if replied is None else replied
         self._clock = clock
         self._on_failure = on_failure
         self._handler: Callable[[AgentInput], object] | None = None
@@ -154,7 +164,9 @@ class AgentSession:
         agent (the text brain of a voice agent, ``vrt.voice.brain``): its actions act
         on the same session, and it hears only the events the outer agent hands it with
         :meth:`deliver`. A subclass overrides what the inner agent's actions become."""
-        inner = cls(outer._session, outer._flush, outer._clock, outer._on_failure)
+        inner = cls(
+            outer._session, outer._flush, outer._clock, outer._on_failure, replied=outer._replied
+        )
         inner.watch = outer.watch
         return inner
 
@@ -383,6 +395,12 @@ class Turn:
         self.session._flush()
         return result
 
+    def _sent(self, sent: bool) -> bool:
+        """A reply was sent, or nothing was: the driver is told which."""
+        session = self.session
+        (session._replied if sent else session._flush)()
+        return sent
+
     def state(self, state: TurnStateName) -> bool:
         changed = self.session._session.set_state(self.id, state)
         watch = self.session.watch
@@ -395,7 +413,7 @@ class Turn:
         watch = self.session.watch
         if sent and watch is not None:
             watch.text(self.id)
-        return self._done(sent)
+        return self._sent(sent)
 
     def transcript(self, text: str, *, final: bool = True, item_id: str | None = None) -> bool:
         sent = self.session._session.send_transcript(
@@ -404,7 +422,7 @@ class Turn:
         watch = self.session.watch
         if sent and watch is not None:
             watch.text(self.id)
-        return self._done(sent)
+        return self._sent(sent)
 
     def audio(self, item_id: str | None = None) -> AudioItem | None:
         """Begin an output audio item (``audio.start``, §8.3)."""
@@ -463,7 +481,7 @@ class AudioItem:
         watch = session.watch  # per frame: this test alone, once the first was timed
         if watch is not None and watch.audio_due and sent:
             watch.audio()
-        session._flush()
+        (session._replied if sent else session._flush)()
         return sent
 
 
@@ -484,10 +502,12 @@ class ToolCallHandle:
         session = self.session
         future: asyncio.Future[ToolSettled] = asyncio.get_running_loop().create_future()
         issued = session._session.issue_tool_call(self.call_id, arguments, session.now())
-        session._flush()
+        # A client tool call is a reply (it goes to the client); a server one is not.
+        client = issued and session._session.is_client_call(self.call_id)
+        (session._replied if client else session._flush)()
         if not issued:
             future.set_result(_not_called("", "", None, self.call_id))
-        elif session._session.is_client_call(self.call_id):
+        elif client:
             session._waiting[self.call_id] = future
         else:
             future.set_result(

@@ -4,7 +4,7 @@ unknown to the next owner of its session (docs/deploy.md).
 A :class:`SessionJournal` watches its session (``ServerSession.observer``): every
 sequenced message the session numbers, and the events that make the conversation log
 (``vrt.agents.history``). Its connection hands it each outbox before writing it
-(``ClientConnection.gate``): when the session changed since the last write to the
+(``ServerWebSocket.gate``): when the session changed since the last write to the
 store, the outbox waits while the journal writes the change (one store round trip for
 everything that happened since, however many messages), and is written to the socket
 once the store has it. That write starts at once, while the loop step that made the
@@ -163,7 +163,7 @@ class JournalStore(Protocol):
 
 
 class _Writer(Protocol):
-    """The connection side of the gate (``ClientConnection``)."""
+    """The connection side of the gate (``ServerWebSocket``)."""
 
     closed: bool
 
@@ -367,7 +367,7 @@ class SessionJournal:
         self._log_bytes += sum(len(data) for data in entries)
         self._trim_log()
 
-    # -- the gate (ClientConnection.write_outbox) --
+    # -- the gate (ServerWebSocket.write_outbox) --
 
     def admit(self, writer: _Writer, outbox: list[Output]) -> bool:
         """True: write ``outbox`` now. False: it waits for the store (or is dropped,

@@ -72,7 +72,7 @@ DECODE_BUCKETS: Final = (
 LAG_BUCKETS: Final = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0)
 
 #: How a session ended (``vrt_sessions_ended_total{outcome}``), from the reasons the
-#: server gives when it ends one (``VrtServer._end_session``).
+#: server gives when it ends one (``vrt.server.registry``).
 END_OUTCOMES: Final = {
     "session closed": "closed",
     "resume window expired": "expired",

@@ -1,58 +1,30 @@
 """Where sessions live between connections (§5.1).
 
-The server reaches session state only through a store. :class:`MemorySessionStore`
-keeps live objects in a dict: a session lives and dies with its process. A
-:class:`SharedSessionStore` (``redis_store.RedisSessionStore``) keeps every session
-outside the process too, so that it resumes on any process that shares the store
-(docs/deploy.md): each session then has a :class:`~vrt.server.journal.SessionJournal`
-that writes it to the store before its connection writes what a client could see.
+The server reaches session state only through a store, one contract for both:
+:class:`MemorySessionStore` keeps nothing outside the process, so that a session lives
+and dies with it (the server's registry holds its one copy). A shared store
+(``redis_store.RedisSessionStore``) keeps every session outside the process too, so
+that it resumes on any process that shares the store (docs/deploy.md): each session
+then has a :class:`~vrt.server.journal.SessionJournal` that writes it to the store
+before its connection writes what a client could see.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Literal, Protocol, runtime_checkable
+from typing import Literal, Protocol
 
 from ..agents.history import HistoryEntry
 from ..protocol.server import ServerConfig, ServerSession
 from .journal import SessionJournal
 
-__all__ = ["Claim", "MemorySessionStore", "Refusal", "SessionStore", "SharedSessionStore"]
-
-
-class SessionStore(Protocol):
-    async def add(self, session: ServerSession) -> None: ...
-
-    async def get(self, session_id: str) -> ServerSession | None: ...
-
-    async def remove(self, session_id: str) -> None: ...
-
-    def __len__(self) -> int: ...
-
-
-class MemorySessionStore:
-    """Sessions of this process, in memory."""
-
-    def __init__(self) -> None:
-        self._sessions: dict[str, ServerSession] = {}
-
-    async def add(self, session: ServerSession) -> None:
-        self._sessions[session.session_id] = session
-
-    async def get(self, session_id: str) -> ServerSession | None:
-        return self._sessions.get(session_id)
-
-    async def remove(self, session_id: str) -> None:
-        self._sessions.pop(session_id, None)
-
-    def __len__(self) -> int:
-        return len(self._sessions)
+__all__ = ["Claim", "MemorySessionStore", "Refusal", "SessionStore"]
 
 
 @dataclass(frozen=True, slots=True)
 class Claim:
-    """A session this process took for a resume (``SharedSessionStore.claim``)."""
+    """A session this process took for a resume (``SessionStore.claim``)."""
 
     session: ServerSession
     journal: SessionJournal
@@ -63,21 +35,23 @@ class Claim:
     restored: bool
 
 
-#: Why a shared store refused a resume. The client is told RESUME_FAILED for all three
-#: (§5.3); the server acts on the difference: only a missing session may be served from
-#: this process's own copy (the store lost it, as in a restart).
+#: Why a store refused a resume. The client is told RESUME_FAILED for all three (§5.3);
+#: the server acts on the difference: only a missing session may be served from this
+#: process's own copy (the store lost it, as in a restart, or never had it).
 Refusal = Literal["missing", "ended", "foreign"]
 
 
-@runtime_checkable
-class SharedSessionStore(Protocol):
-    """A store that processes share (docs/deploy.md): a session resumes on any of them.
+class SessionStore(Protocol):
+    """Where the server keeps its sessions (see the module docstring).
 
-    Every call that reaches the store raises
+    Every call of a shared store that reaches it raises
     :class:`~vrt.server.journal.StoreUnavailable` when it cannot.
     """
 
-    shared: Literal[True]
+    @property
+    def shared(self) -> bool:
+        """True when sessions outlive this process: another process that shares the
+        store resumes them (docs/deploy.md)."""
 
     async def open(self, config: ServerConfig, on_lost: Callable[[str], None]) -> None:
         """Connect; ``on_lost(session_id)`` is called whenever another process took a
@@ -85,17 +59,16 @@ class SharedSessionStore(Protocol):
 
     async def close(self) -> None: ...
 
-    async def create(self, session: ServerSession) -> SessionJournal:
-        """Store a new session and take its lease."""
-
-    def adopt(self, session: ServerSession) -> SessionJournal:
-        """Keep journalling a session the store could not take (written once it can)."""
+    async def create(self, session: ServerSession) -> SessionJournal | None:
+        """Store a new session and take its lease: its journal, or None when the store
+        keeps nothing outside the process (nothing to write ahead)."""
 
     async def claim(
         self, session_id: str, principal: str | None, local: SessionJournal | None
     ) -> Claim | Refusal:
         """Take a session for a resume, or say why not: unknown, ended or another
-        principal's (the client gets one answer for all three, §5.3)."""
+        principal's (the client gets one answer for all three, §5.3). ``local``: the
+        journal of this process's own copy, if it has one."""
 
     async def end(self, journal: SessionJournal) -> None:
         """The session ended: nobody may resume it."""
@@ -103,4 +76,31 @@ class SharedSessionStore(Protocol):
     def forget(self, journal: SessionJournal) -> None:
         """This process lets the session go; the store keeps it for a resume elsewhere."""
 
-    def __len__(self) -> int: ...
+
+class MemorySessionStore:
+    """Sessions of this process alone, in its memory: the server's own copy of each is
+    the only one, so every claim finds the store without it ("missing") and the server
+    resumes from that copy. It gives no journals, so it has none to end or forget."""
+
+    shared: Literal[False] = False
+
+    async def open(self, config: ServerConfig, on_lost: Callable[[str], None]) -> None:
+        """Nothing to connect to; no other process takes a session of this one."""
+
+    async def close(self) -> None:
+        """Nothing to disconnect."""
+
+    async def create(self, session: ServerSession) -> None:
+        """Nothing to write ahead: the session is in memory already."""
+
+    async def claim(
+        self, session_id: str, principal: str | None, local: SessionJournal | None
+    ) -> Refusal:
+        """Nothing outside this process: the server's own copy, if any, is the session."""
+        return "missing"
+
+    async def end(self, journal: SessionJournal) -> None:
+        """No journals are given (``create``): none ends here."""
+
+    def forget(self, journal: SessionJournal) -> None:
+        """No journals are given (``create``): none is forgotten here."""

@@ -38,7 +38,7 @@ from .metrics import ServerMetrics, Tally
 if TYPE_CHECKING:
     from ..agents.base import Agent, AgentSession
     from .tracing import SessionTracer
-    from .websocket import ClientConnection, ConnectionMeter
+    from .websocket import ConnectionMeter, ServerWebSocket
 
 __all__ = ["ServerObserver", "Telemetry", "sent_type"]
 
@@ -90,7 +90,7 @@ class ServerObserver:
     """What :class:`~vrt.server.app.VrtServer` tells its observer; every method is a
     no-op here. Subclass it to watch a server (``VrtServer(observer=...)``)."""
 
-    def connection(self, connection: ClientConnection) -> ConnectionMeter | None:
+    def connection(self, connection: ServerWebSocket) -> ConnectionMeter | None:
         """A WebSocket upgrade request passed the server's checks; returns the meter
         of the connection, if any."""
         return None
@@ -125,7 +125,7 @@ class ServerObserver:
         agent: Agent | None,
         agent_session: AgentSession | None,
     ) -> None:
-        """The session ended, for ``reason`` (``VrtServer._end_session``)."""
+        """The session ended, for ``reason`` (``vrt.server.registry``)."""
 
 
 class Telemetry(ServerObserver):
@@ -158,7 +158,7 @@ class Telemetry(ServerObserver):
             if transport is not None:
                 yield transport.underlying_transport.get_write_buffer_size()
 
-    def connection(self, connection: ClientConnection) -> _Meter:
+    def connection(self, connection: ServerWebSocket) -> _Meter:
         return _Meter(self, connection)
 
     def upgrade_refused(self, reason: str) -> None:
@@ -265,7 +265,7 @@ class _Meter:
         "text_turn",
     )
 
-    def __init__(self, telemetry: Telemetry, connection: ClientConnection) -> None:
+    def __init__(self, telemetry: Telemetry, connection: ServerWebSocket) -> None:
         self.telemetry = telemetry
         self.metrics = telemetry.metrics
         self.connection = connection

@@ -36,7 +36,7 @@ from picows import WSCloseCode, WSFrame, WSListener, WSMsgType, WSTransport
 from ..protocol.outputs import Close, Output, SendBinary, SendText
 from ..protocol.server import ServerConfig, ServerConnection
 
-__all__ = ["ClientConnection", "ConnectionHooks", "ConnectionMeter", "EdgeLimits", "WriteGate"]
+__all__ = ["ConnectionHooks", "ConnectionMeter", "EdgeLimits", "ServerWebSocket", "WriteGate"]
 
 log = logging.getLogger("vrt.server")
 
@@ -91,11 +91,11 @@ class ConnectionHooks:
     """What a connection tells the server that owns it."""
 
     #: The WebSocket is open.
-    opened: Callable[[ClientConnection], None]
+    opened: Callable[[ServerWebSocket], None]
     #: The protocol core ran for this connection: act on its events, write its frames.
-    pump: Callable[[ClientConnection], None]
+    pump: Callable[[ServerWebSocket], None]
     #: The WebSocket is gone.
-    closed: Callable[[ClientConnection], None]
+    closed: Callable[[ServerWebSocket], None]
 
 
 class ConnectionMeter(Protocol):
@@ -109,7 +109,7 @@ class ConnectionMeter(Protocol):
         """A message read: text or binary, and the core's time to act on it."""
 
     def sent(self, outbox: list[Output], paused: bool) -> None:
-        """What :meth:`ClientConnection.write_outbox` wrote (audio dropped while
+        """What :meth:`ServerWebSocket.write_outbox` wrote (audio dropped while
         ``paused``; nothing after a close)."""
 
     def write_paused(self) -> None:
@@ -126,13 +126,13 @@ class WriteGate(Protocol):
     """What a connection's output passes before it is written, when the session lives in
     a shared store (``journal.SessionJournal``): the store must have it first."""
 
-    def admit(self, writer: ClientConnection, outbox: list[Output]) -> bool:
+    def admit(self, writer: ServerWebSocket, outbox: list[Output]) -> bool:
         """True: write ``outbox`` now; False: the gate writes it later
-        (:meth:`ClientConnection.write_items`), or drops it."""
+        (:meth:`ServerWebSocket.write_items`), or drops it."""
 
 
-class ClientConnection(WSListener):
-    """One client WebSocket."""
+class ServerWebSocket(WSListener):
+    """The server's side of one client's WebSocket (the client's is ``vrt.client``'s)."""
 
     def __init__(
         self,

@@ -33,7 +33,6 @@ class AgentOutput(ABC):
 
     record: SessionRecord
     config: ServerConfig
-    replies: int
     #: What the bound connection writes next; None while the session is parked.
     _outbox: list[Output] | None
     #: The item of the last ``audio.start`` on this connection.
@@ -62,7 +61,6 @@ class AgentOutput(ABC):
         if self._turn(turn_id) is None:
             return False
         self._send(AgentText(text=text, turn_id=turn_id))
-        self.replies += 1
         return True
 
     def send_transcript(
@@ -78,8 +76,6 @@ class AgentOutput(ABC):
         if role == "agent" and turn_id is not None and self._turn(turn_id) is None:
             return False
         self._send(Transcript(role=role, text=text, final=final, item_id=item_id, turn_id=turn_id))
-        if role == "agent":
-            self.replies += 1
         return True
 
     def agent_error(self, message: str, *, recoverable: bool = True) -> None:
@@ -126,5 +122,4 @@ class AgentOutput(ABC):
         seq = record.audio_out_seq
         record.audio_out_seq = (seq + 1) & _U32_MASK  # next_audio_seq, inline: per frame
         out.append(SendBinary(data=_OUTPUT_HEADER.pack(FrameKind.OUTPUT, seq) + payload))
-        self.replies += 1
         return True

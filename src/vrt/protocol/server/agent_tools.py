@@ -38,7 +38,6 @@ class AgentToolCalls(ABC):
     record: SessionRecord
     config: ServerConfig
     _tool_stream: bool
-    replies: int
 
     @abstractmethod
     def _send(self, message: Message) -> None:
@@ -115,7 +114,6 @@ class AgentToolCalls(ABC):
                     epoch=call.epoch,
                 )
             )
-            self.replies += 1
         return True
 
     def is_client_call(self, call_id: str) -> bool:

@@ -144,10 +144,6 @@ class ServerSession(AgentToolCalls, AgentOutput):
         #: Frames for the bound connection; None while parked (nothing is written).
         self._outbox: list[Output] | None = None
         self._announced: str | None = None  # the item of the last audio.start on this connection
-        #: What the agent sent of its replies (text chunks, agent transcripts, output
-        #: audio frames, tool calls), counted: the driver writes the first one its
-        #: agent sends while handling an event at once, not after the whole reply.
-        self.replies = 0
         self._tool_stream = TOOL_STREAM in self.record.capabilities
 
     # -- identity and lifecycle --
