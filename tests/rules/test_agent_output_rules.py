@@ -1,6 +1,7 @@
 """What the agent's output becomes on the wire (§6, §8): text and transcripts carry
-their turn and item, output audio frames are numbered one after another (§8.1), and
-the session counts the agent's replies (the driver writes the first at once). Sans-I/O,
+their turn and item, output audio frames are numbered one after another (§8.1). Which of
+them are replies (written at once) is the agent seam's to say
+(tests/agents/test_agent_session.py). Sans-I/O,
 like the other rules (rules_core.py); each test closes survivors of a mutation run of
 ``protocol/server/agent_output.py`` (docs/testing.md#mutation-testing)."""
 
@@ -15,31 +16,27 @@ from vrt.protocol.server.events import PlaybackReported
 PAYLOAD = b"\x01\x00" * 480  # 20 ms of pcm16 at 24 kHz
 
 
-def test_text_carries_its_turn_and_each_chunk_is_one_reply() -> None:
+def test_text_carries_its_turn() -> None:
     server = open_server()
     session = server.session
     turn_id = session.begin_turn("speaking")
-    assert session.replies == 0
     assert session.send_text(turn_id, "Hello")
     assert session.send_text(turn_id, " there")
-    assert session.replies == 2
     texts: list[AgentText] = server.written().of(AgentText)
     assert [(t.text, t.turn_id) for t in texts] == [("Hello", turn_id), (" there", turn_id)]
 
 
-def test_transcripts_carry_their_item_and_turn_and_only_the_agents_are_replies() -> None:
+def test_transcripts_carry_their_item_and_turn() -> None:
     """§8.4: a transcript names the audio item and the turn it belongs to; the user's
-    own transcript is no reply of the agent's."""
+    own transcript has no turn."""
     server = open_server()
     session = server.session
     turn_id = session.begin_turn("speaking")
     item_id = session.start_audio(turn_id)
     assert item_id is not None
     assert session.send_transcript("user", "what time is it", item_id="i_user")
-    assert session.replies == 0
     assert session.send_transcript("agent", "It is", item_id=item_id, turn_id=turn_id)
     assert session.send_transcript("agent", "It is ten.", item_id=item_id, turn_id=turn_id)
-    assert session.replies == 2
     said: list[Transcript] = server.written().of(Transcript)
     assert [(t.role, t.text, t.item_id, t.turn_id) for t in said] == [
         ("user", "what time is it", "i_user", None),
@@ -50,7 +47,7 @@ def test_transcripts_carry_their_item_and_turn_and_only_the_agents_are_replies()
 
 def test_output_audio_frames_are_numbered_one_after_another() -> None:
     """§8.1: the server's audio seq starts at 0 and goes up by one per frame, across
-    items; each frame is one reply."""
+    items."""
     server = open_server()
     session = server.session
     turn_id = session.begin_turn("speaking")
@@ -61,7 +58,6 @@ def test_output_audio_frames_are_numbered_one_after_another() -> None:
     second = session.start_audio(turn_id)
     assert second is not None
     assert session.send_audio(second, PAYLOAD)
-    assert session.replies == 4
     assert [f.seq for f in server.written().frames] == [0, 1, 2, 3]
 
 
