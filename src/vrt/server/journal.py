@@ -212,7 +212,6 @@ class SessionJournal:
         on_lost: Callable[[str], None],
         *,
         loop: asyncio.AbstractEventLoop,
-        synced: bool = True,
     ) -> None:
         self.session = session
         self.store = store
@@ -222,7 +221,7 @@ class SessionJournal:
         self.loop = loop
         #: True once another process took the session: nothing more is written.
         self.lost = False
-        self._persisted_in = session.incoming.last_seq if synced else -1
+        self._persisted_in = session.incoming.last_seq
         self._kept: list[tuple[int, bytes]] = []
         self._items = ItemsEncoder()
         #: Conversation log entries not yet written, encoded, ``_log_bytes`` in all,
@@ -237,14 +236,14 @@ class SessionJournal:
         #: The provider's members of the text in progress, and of calls to be issued.
         self._text_members: Any = None
         self._call_members: dict[str, Any] = {}
-        self._client_dirty = not synced
-        self._state_dirty = not synced
+        self._client_dirty = False
+        self._state_dirty = False
         #: Outboxes waiting for the write in progress, in order.
         self._held: list[tuple[_Writer, list[Output]]] = []
         self._task: asyncio.Task[None] | None = None
         #: The store could not be reached: writes go to the socket at once, and the
         #: whole session is rewritten once the store answers again.
-        self._unsynced = not synced
+        self._unsynced = False
         self._retry_delay = RETRY_FIRST
         self._last_turn: tuple[str, int] | None = None
         session.observer = self

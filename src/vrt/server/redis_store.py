@@ -459,18 +459,11 @@ class RedisSessionStore:
             raise StoreUnavailable("a session with this id exists already")
         return self._journal(session, token)
 
-    def _journal(
-        self, session: ServerSession, token: str, *, synced: bool = True
-    ) -> SessionJournal:
+    def _journal(self, session: ServerSession, token: str) -> SessionJournal:
         assert self._loop is not None
-        journal = SessionJournal(session, self, token, self._lost, loop=self._loop, synced=synced)
+        journal = SessionJournal(session, self, token, self._lost, loop=self._loop)
         self._journals[session.session_id] = journal
         return journal
-
-    def adopt(self, session: ServerSession) -> SessionJournal:
-        """A journal for a session this process keeps in memory although the store could
-        not take it (it is written whole once the store answers)."""
-        return self._journal(session, f"{self.worker}:0", synced=False)
 
     async def claim(
         self, session_id: str, principal: str | None, local: SessionJournal | None
