@@ -94,9 +94,9 @@ def test_playback_is_capped_by_the_duration_in_the_sessions_format(
     session = pair.session
     assert session.record.output.encoding == fmt.encoding
     turn = session.begin_turn("speaking")
-    item = session.start_audio(turn)
+    item = session.agent_output.start_audio(turn)
     assert item is not None
-    session.send_audio(item, payload)
+    session.agent_output.send_audio(item, payload)
     pair.settle()
     if payload:
         assert [e.payload for e in pair.client_events if isinstance(e, AudioChunk)] == [payload]
@@ -188,7 +188,7 @@ def test_the_client_remembers_a_bounded_number_of_items_and_answers() -> None:
     session = pair.session
     turn = session.begin_turn("speaking")
     for _ in range(REMEMBERED_ITEMS + 1):
-        session.start_audio(turn)
+        session.agent_output.start_audio(turn)
     pair.settle()
     assert len(pair.client._items) == REMEMBERED_ITEMS
     queue = ToolQueue()

@@ -342,12 +342,14 @@ class AgentSession:
         """A user transcript, for ``turn`` (default: the turn in progress). A transcription
         that ends after its speech's turn is over still belongs to that turn: pass it."""
         turn_id = turn.id if turn is not None else self._session.turn_id
-        self._session.send_transcript("user", text, final=final, item_id=item_id, turn_id=turn_id)
+        self._session.agent_output.send_transcript(
+            "user", text, final=final, item_id=item_id, turn_id=turn_id
+        )
         self._flush()
 
     def error(self, message: str, *, recoverable: bool = True) -> None:
         """Report ``AGENT_ERROR`` (§9.2) to the client."""
-        self._session.agent_error(message, recoverable=recoverable)
+        self._session.agent_output.error(message, recoverable=recoverable)
         self._flush()
 
     def _provider_members(self, turn_id: str | None, call_id: str | None, members: Any) -> None:
@@ -361,7 +363,7 @@ class AgentSession:
     def close(self, message: str) -> None:
         """End the session for good: ``AGENT_ERROR`` (not recoverable), then close 1000
         (§5.6). The agent's ``run`` is cancelled."""
-        self._session.agent_error(message, recoverable=False)
+        self._session.agent_output.error(message, recoverable=False)
         self._session.close(message)
         self._flush()
 
@@ -390,14 +392,14 @@ class Turn:
         return self._done(changed)
 
     def text(self, chunk: str) -> bool:
-        sent = self.session._session.send_text(self.id, chunk)
+        sent = self.session._session.agent_output.send_text(self.id, chunk)
         watch = self.session.watch
         if sent and watch is not None:
             watch.text(self.id)
         return self._done(sent)
 
     def transcript(self, text: str, *, final: bool = True, item_id: str | None = None) -> bool:
-        sent = self.session._session.send_transcript(
+        sent = self.session._session.agent_output.send_transcript(
             "agent", text, final=final, item_id=item_id, turn_id=self.id
         )
         watch = self.session.watch
@@ -407,7 +409,7 @@ class Turn:
 
     def audio(self, item_id: str | None = None) -> AudioItem | None:
         """Begin an output audio item (``audio.start``, §8.3)."""
-        started = self.session._session.start_audio(self.id, item_id)
+        started = self.session._session.agent_output.start_audio(self.id, item_id)
         self.session._flush()
         return AudioItem(self.session, started) if started is not None else None
 
@@ -417,7 +419,7 @@ class Turn:
         """Begin a tool call whose arguments will stream; None when the turn is over or
         the client does not host ``name`` (for a client tool)."""
         server_session = self.session._session
-        call_id = server_session.start_tool_call(
+        call_id = server_session.tool_calls.start(
             self.id, name, provider_id=provider_id, server_side=server_side
         )
         self.session._flush()
@@ -458,7 +460,7 @@ class AudioItem:
         """One output frame in the session's output format; False once the turn is over.
         While the client is disconnected frames are lost (§5.4) but True: the turn goes on."""
         session = self.session
-        sent = session._session.send_audio(self.id, payload, duration_ms)
+        sent = session._session.agent_output.send_audio(self.id, payload, duration_ms)
         watch = session.watch  # per frame: this test alone, once the first was timed
         if watch is not None and watch.audio_due and sent:
             watch.audio()
@@ -474,7 +476,7 @@ class ToolCallHandle:
     def delta(self, fragment: str) -> bool:
         """The next fragment of the arguments' JSON text (§7.4, §7.5)."""
         server_session = self.session._session
-        return self._done(server_session.tool_arguments_delta(self.call_id, fragment))
+        return self._done(server_session.tool_calls.arguments_delta(self.call_id, fragment))
 
     def issue(self, arguments: Any) -> asyncio.Future[ToolSettled]:
         """The arguments are complete: a client tool is called, and the future resolves
@@ -482,11 +484,11 @@ class ToolCallHandle:
         with ok; report its end with :meth:`settle`)."""
         session = self.session
         future: asyncio.Future[ToolSettled] = asyncio.get_running_loop().create_future()
-        issued = session._session.issue_tool_call(self.call_id, arguments, session.now())
+        issued = session._session.tool_calls.issue(self.call_id, arguments, session.now())
         session._flush()
         if not issued:
             future.set_result(_not_called("", "", None, self.call_id))
-        elif session._session.is_client_call(self.call_id):
+        elif session._session.tool_calls.is_client_call(self.call_id):
             session._waiting[self.call_id] = future
         else:
             future.set_result(
@@ -502,15 +504,17 @@ class ToolCallHandle:
 
     def progress(self, progress: Any) -> bool:
         """Progress of a running server tool (only visible with tool-stream-v1)."""
-        return self._done(self.session._session.tool_progress(self.call_id, progress))
+        return self._done(self.session._session.tool_calls.progress(self.call_id, progress))
 
     def settle(self, ok: bool, code: FailureCode | None = None) -> bool:
         """A server tool finished; its output stays on the server (§7.5)."""
-        return self._done(self.session._session.settle_server_call(self.call_id, ok, code))
+        return self._done(
+            self.session._session.tool_calls.settle_server_call(self.call_id, ok, code)
+        )
 
     def fail(self, message: str) -> bool:
         """The model stopped before completing the arguments (§7.5 ``failed``)."""
-        return self._done(self.session._session.fail_tool_call(self.call_id, message))
+        return self._done(self.session._session.tool_calls.fail(self.call_id, message))
 
     def _done(self, result: bool) -> bool:
         self.session._flush()

@@ -1,13 +1,14 @@
-"""The protocol's state tables, as data: §5.1's server and client tables and §7.5's
-tool-stream phases.
+"""The protocol's state tables, as data: §5.1's server and client tables, the lifecycle
+of a server-side session (§5.1) and §7.5's tool-stream phases.
 
 Each table reads like the spec's: one :class:`Row` per line, state × input → action and
 next state, with the section it comes from. The state machines of the core
-(:class:`~vrt.protocol.server.ServerConnection`, :class:`~vrt.protocol.client.ClientSession`)
-look up their row for every input and perform its action; the conformance suites and the
-tests import the same tables, so nothing restates them. A (state, input) pair with no row
-is a bug of the caller (:class:`~vrt.protocol.errors.LocalProtocolError`): every input a
-peer can cause has a row, so bad peer input never raises.
+(:class:`~vrt.protocol.server.ServerConnection`, :class:`~vrt.protocol.client.ClientSession`
+and a server session's :class:`~vrt.protocol.server.channel.SessionChannel`) look up their
+row for every input and perform its action; the conformance suites and the tests import
+the same tables, so nothing restates them. A (state, input) pair with no row is a bug of
+the caller (:class:`~vrt.protocol.errors.LocalProtocolError`): every input a peer can
+cause has a row, so bad peer input never raises.
 
 ``docs/architecture.md`` shows these tables as :func:`markdown` renders them; a test keeps
 the two equal.
@@ -29,6 +30,7 @@ __all__ = [
     "CLIENT_TABLE",
     "SERVER_EFFECTS",
     "SERVER_TABLE",
+    "SESSION_TABLE",
     "TOOL_STREAM_MEMBERS",
     "TOOL_STREAM_NEXT",
     "TOOL_STREAM_TERMINAL",
@@ -42,6 +44,9 @@ __all__ = [
     "ServerAction",
     "ServerInput",
     "ServerState",
+    "SessionAction",
+    "SessionInput",
+    "SessionState",
     "Transitions",
     "markdown",
 ]
@@ -273,6 +278,73 @@ SERVER_EFFECTS: Final[Mapping[ServerAction, Effect]] = {
     _SA.CLOSE_HELLO_TIMEOUT: Effect(close=1008),
     _SA.SHUTDOWN: Effect(error="SERVER_SHUTDOWN", recoverable=False, close=1001),
 }
+
+
+# --- §5.1, a server-side session's lifecycle ------------------------------------------
+
+
+class SessionState(StrEnum):
+    """The states of a server-side session (§5.1): it outlives its connections. A new
+    session is parked until its first connection binds it (with no resume window yet:
+    it has never been connected)."""
+
+    CONNECTED = "connected"
+    PARKED = "parked"
+    CLOSED = "closed"
+
+
+class SessionInput(StrEnum):
+    """What can happen to a server-side session."""
+
+    ATTACH = "a connection binds it (its ready)"
+    PARK = "its connection ended"
+    EXPIRE = "the resume window ends"
+    END = "the server ends it"
+
+
+class SessionAction(StrEnum):
+    BIND = "bind the connection; no resume window while it is bound"
+    REPLACE = "the older connection closes 4000; bind the newer"
+    PARK = "unbind; the resume window starts"
+    RELEASE = "unbind (the connection that closed it is gone)"
+    END = "end it: its connection closes with the session's code and reason"
+    IGNORE = "nothing"
+
+
+_ES = SessionState
+_EI = SessionInput
+_EA = SessionAction
+
+
+def _session(
+    state: SessionState | None,
+    input: SessionInput,
+    action: SessionAction,
+    next: SessionState | None,
+    section: str = "§5.1",
+) -> Row[SessionState, SessionInput, SessionAction]:
+    return Row(state=state, input=input, action=action, next=next, section=section)
+
+
+#: §5.1 "A server-side session is connected, parked or closed", with §5.4's replaced
+#: connection and §5.6's ends. A connection binds only a session that is not closed (a
+#: closed one is refused, §5.4), a parked session has no connection to lose, and the
+#: resume window runs only while parked: those pairs have no row.
+SESSION_TABLE: Final = Transitions(
+    (
+        _session(_ES.PARKED, _EI.ATTACH, _EA.BIND, _ES.CONNECTED, "§5.1, §5.4"),
+        _session(_ES.CONNECTED, _EI.ATTACH, _EA.REPLACE, None, "§5.1, §5.4"),
+        _session(_ES.CONNECTED, _EI.PARK, _EA.PARK, _ES.PARKED),
+        _session(_ES.PARKED, _EI.EXPIRE, _EA.END, _ES.CLOSED),
+        _session(None, _EI.END, _EA.END, _ES.CLOSED, "§5.6"),
+        # A session that ended while connected keeps its connection until the socket
+        # is gone (its close is written first): then it lets it go.
+        _session(_ES.CLOSED, _EI.PARK, _EA.RELEASE, None, "§5.6"),
+        _session(_ES.CLOSED, _EI.END, _EA.IGNORE, None, "—"),
+        _session(_ES.CLOSED, _EI.EXPIRE, _EA.IGNORE, None, "—"),
+    ),
+    live=(_ES.CONNECTED, _ES.PARKED),
+)
 
 
 # --- §5.1, client behaviour -----------------------------------------------------------

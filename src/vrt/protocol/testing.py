@@ -20,9 +20,10 @@ client sends ``hello`` with its ``sessionId`` and ``resumeFrom``, and frames sti
 flight on the old connection may arrive after it (reordering across a resume).
 
 The agent's side is the session itself: tests call :attr:`Pair.session`'s agent API
-(``begin_turn``, ``send_text``, ``start_tool_call``...) and then :meth:`Pair.settle` or
-:meth:`Pair.advance`. What each side was told collects in :attr:`Pair.client_events`
-and :attr:`Pair.agent_events`; every frame delivered is in :attr:`Pair.trace`.
+(``begin_turn``, ``agent_output.send_text``, ``tool_calls.start``...) and then
+:meth:`Pair.settle` or :meth:`Pair.advance`. What each side was told collects in
+:attr:`Pair.client_events` and :attr:`Pair.agent_events`; every frame delivered is in
+:attr:`Pair.trace`.
 
     pair = Pair()
     pair.connect()

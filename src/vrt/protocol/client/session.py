@@ -12,15 +12,15 @@ answers with :meth:`ClientSession.tool_finished`.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
-from typing import Any, Final, TypeAlias
+from collections.abc import Mapping
+from typing import Any, Final
 
 from ..codec import DEFAULT_LIMITS, Decoded, Invalid, Limits, encode, shared_decoder
 from ..errors import ErrorCode, LocalProtocolError
 from ..formats import duration_ms
 from ..frames import FrameKind, build_frame, next_audio_seq, parse_frame
 from ..handlers import HandlerTables
-from ..machine import Machine
+from ..machine import Action, Machine
 from ..messages import (
     UNSET,
     Ack,
@@ -71,8 +71,6 @@ PING_INTERVAL: Final = 15.0
 DEAD_AFTER_INTERVALS: Final = 2.5
 #: Audio items remembered for playback reports (§8.4).
 REMEMBERED_ITEMS: Final = 64
-
-_Action: TypeAlias = Callable[["ClientSession", Any, float], None]
 
 
 class _Item:
@@ -370,6 +368,29 @@ class ClientSession(Machine[ClientState, ClientInput], EpochGate):
     def _refuse(self, argument: Any, now: float) -> None:
         raise LocalProtocolError("the session is closed (§5.4); start a new ClientSession")
 
+    @classmethod
+    def _actions(cls) -> Mapping[ClientAction, Action]:
+        return {
+            ClientAction.SEND_HELLO: cls._send_hello,
+            ClientAction.OPEN: cls._open,
+            ClientAction.REPORT: cls._report,
+            ClientAction.REPORT_AND_STOP: cls._stop,
+            ClientAction.AWAIT_CREDENTIAL: cls._await_credential,
+            ClientAction.STOP: cls._stop,
+            ClientAction.ABANDON: cls._abandon,
+            ClientAction.HANDLE: cls._handle,
+            ClientAction.ANNOUNCE: cls._announce,
+            ClientAction.PLAY: cls._play,
+            ClientAction.APPLY_ACK: cls._apply_ack,
+            ClientAction.IGNORE: cls._ignore,
+            ClientAction.RECONNECT: cls._reconnect,
+            ClientAction.CLOSE_DEAD: cls._close_dead,
+            ClientAction.KEEP: cls._keep,
+            ClientAction.WRITE: cls._write_message,
+            ClientAction.DROP: cls._drop,
+            ClientAction.REFUSE: cls._refuse,
+        }
+
     # -- internals: sending --
 
     def _write(self, data: bytes, now: float) -> None:
@@ -461,27 +482,4 @@ _HANDLERS: Final = HandlerTables(
 )
 
 
-_ACTIONS: Final[Mapping[ClientAction, _Action]] = {
-    ClientAction.SEND_HELLO: ClientSession._send_hello,
-    ClientAction.OPEN: ClientSession._open,
-    ClientAction.REPORT: ClientSession._report,
-    ClientAction.REPORT_AND_STOP: ClientSession._stop,
-    ClientAction.AWAIT_CREDENTIAL: ClientSession._await_credential,
-    ClientAction.STOP: ClientSession._stop,
-    ClientAction.ABANDON: ClientSession._abandon,
-    ClientAction.HANDLE: ClientSession._handle,
-    ClientAction.ANNOUNCE: ClientSession._announce,
-    ClientAction.PLAY: ClientSession._play,
-    ClientAction.APPLY_ACK: ClientSession._apply_ack,
-    ClientAction.IGNORE: ClientSession._ignore,
-    ClientAction.RECONNECT: ClientSession._reconnect,
-    ClientAction.CLOSE_DEAD: ClientSession._close_dead,
-    ClientAction.KEEP: ClientSession._keep,
-    ClientAction.WRITE: ClientSession._write_message,
-    ClientAction.DROP: ClientSession._drop,
-    ClientAction.REFUSE: ClientSession._refuse,
-}
-
-
-#: The table compiled once: per state, input → (action, next state).
-ClientSession.compiled = CLIENT_TABLE.compile(ClientState, _ACTIONS)
+ClientSession.compile_table(CLIENT_TABLE, ClientState)
