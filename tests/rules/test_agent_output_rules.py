@@ -19,10 +19,10 @@ def test_text_carries_its_turn_and_each_chunk_is_one_reply() -> None:
     server = open_server()
     session = server.session
     turn_id = session.begin_turn("speaking")
-    assert session.replies == 0
+    assert session.channel.replies == 0
     assert session.agent_output.send_text(turn_id, "Hello")
     assert session.agent_output.send_text(turn_id, " there")
-    assert session.replies == 2
+    assert session.channel.replies == 2
     texts: list[AgentText] = server.written().of(AgentText)
     assert [(t.text, t.turn_id) for t in texts] == [("Hello", turn_id), (" there", turn_id)]
 
@@ -36,12 +36,12 @@ def test_transcripts_carry_their_item_and_turn_and_only_the_agents_are_replies()
     item_id = session.agent_output.start_audio(turn_id)
     assert item_id is not None
     assert session.agent_output.send_transcript("user", "what time is it", item_id="i_user")
-    assert session.replies == 0
+    assert session.channel.replies == 0
     assert session.agent_output.send_transcript("agent", "It is", item_id=item_id, turn_id=turn_id)
     assert session.agent_output.send_transcript(
         "agent", "It is ten.", item_id=item_id, turn_id=turn_id
     )
-    assert session.replies == 2
+    assert session.channel.replies == 2
     said: list[Transcript] = server.written().of(Transcript)
     assert [(t.role, t.text, t.item_id, t.turn_id) for t in said] == [
         ("user", "what time is it", "i_user", None),
@@ -63,7 +63,7 @@ def test_output_audio_frames_are_numbered_one_after_another() -> None:
     second = session.agent_output.start_audio(turn_id)
     assert second is not None
     assert session.agent_output.send_audio(second, PAYLOAD)
-    assert session.replies == 4
+    assert session.channel.replies == 4
     assert [f.seq for f in server.written().frames] == [0, 1, 2, 3]
 
 

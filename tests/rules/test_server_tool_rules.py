@@ -34,9 +34,9 @@ def test_arguments_complete_carries_the_arguments() -> None:
     call_id = session.tool_calls.start(turn_id, LOOKUP.name)
     assert call_id is not None
     assert session.agent_output.send_text(turn_id, "Let me look.")
-    assert session.replies == 1
+    assert session.channel.replies == 1
     assert session.tool_calls.issue(call_id, {"q": "x"}, 0.0)
-    assert session.replies == 2
+    assert session.channel.replies == 2
     written = server.written()
     streams: list[ToolStream] = written.of(ToolStream)
     assert [(s.phase, s.arguments) for s in streams] == [

@@ -444,7 +444,7 @@ class VrtServer:
             host = self._agents.get(session.session_id)
             if host is not None:
                 outer = self._delivering, self._write_at_reply
-                self._delivering, self._write_at_reply = session, session.replies + 1
+                self._delivering, self._write_at_reply = session, session.channel.replies + 1
                 try:
                     host.agent_session.deliver(events)
                 finally:
@@ -457,7 +457,7 @@ class VrtServer:
         follows the delivery takes it, but for the agent's first reply, written at once
         (``_deliver``)."""
         if session is self._delivering:
-            if session.replies >= self._write_at_reply:
+            if session.channel.replies >= self._write_at_reply:
                 self._write_at_reply = _NEVER
                 connection = self._bound.get(session.session_id)
                 if connection is not None:

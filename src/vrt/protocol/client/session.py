@@ -15,6 +15,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any, Final
 
+import msgspec
+
 from ..codec import DEFAULT_LIMITS, Decoded, Invalid, Limits, encode, shared_decoder
 from ..errors import ErrorCode, LocalProtocolError
 from ..formats import duration_ms
@@ -26,6 +28,7 @@ from ..messages import (
     Ack,
     AgentText,
     AudioStart,
+    ClientSequencedMessage,
     ContextUpdate,
     Error,
     Format,
@@ -54,6 +57,7 @@ from .events import (
     AudioStarted,
     ClientEvent,
     Connected,
+    ConnectionLost,
     ErrorReceived,
     PlaybackStop,
     SessionFailed,
@@ -130,6 +134,10 @@ class ClientSession(Machine[ClientState, ClientInput], EpochGate):
         self._last_received = 0.0
         #: The server refused ``auth`` (§5.3): set a fresh credential before reconnecting.
         self.auth_refused = False
+        #: The highest seq of ours written to a connection, and known handled by the
+        #: server (the last ``resumedFrom``, §5.4): what :meth:`unacknowledged` tells.
+        self._written_through = 0
+        self._handled_through = 0
 
     # -- driver interface --
 
@@ -150,8 +158,25 @@ class ClientSession(Machine[ClientState, ClientInput], EpochGate):
         """A WebSocket opened: send ``hello``, resuming when a session exists (§5.1)."""
         self._input(ClientInput.CONNECTION_OPENED, None, now)
 
-    def connection_lost(self, now: float) -> None:
+    def connection_lost(self, now: float, code: int | None = None) -> None:
+        """The WebSocket ended, with the close ``code`` the server sent, if any: reports
+        :class:`ConnectionLost`, which says whether to connect again."""
         self._input(ClientInput.CONNECTION_LOST, None, now)
+        reconnect = self.state is not ClientState.CLOSED and (
+            self.session_id is not None or code not in _FINAL_BEFORE_READY
+        )
+        self._events.append(ConnectionLost(code=code, reconnect=reconnect))
+
+    def unacknowledged(self) -> list[tuple[int, ClientSequencedMessage, bool]]:
+        """Our sequenced messages the server has not handled (§5.4), oldest first: each
+        with its seq, and whether it was written to a connection (False: it was sent
+        while none was open, to go out after the next ``ready``; True: the server may
+        have handled it). Read back from the bytes kept for resends."""
+        return [
+            (seq, _OWN_MESSAGES.decode(data), seq <= self._written_through)
+            for seq, data in self.outgoing.kept()
+            if seq > self._handled_through
+        ]
 
     def receive_text(self, data: bytes | str, now: float) -> None:
         self._last_received = now
@@ -270,13 +295,19 @@ class ClientSession(Machine[ClientState, ClientInput], EpochGate):
         self.capabilities = tuple(c for c in granted if c in self.offered_capabilities)
         for data in resend:  # §5.4: in order, before any new sequenced message
             self._write(data, now)
+        self._written_through = self.outgoing.last_seq
+        resumed_from = ready.resumed_from if isinstance(ready.resumed_from, int) else None
+        if resumed_from is not None:
+            # Every message of ours up to it was handled, acknowledged or not (§5.4).
+            self._handled_through = max(self._handled_through, resumed_from)
         self._events.append(
             Connected(
                 session_id=ready.session_id,
-                resumed=ready.resumed_from is not UNSET,
+                resumed=resumed_from is not None,
                 input=ready.input,
                 output=ready.output,
                 capabilities=self.capabilities,
+                resumed_from=resumed_from,
             )
         )
 
@@ -346,8 +377,11 @@ class ClientSession(Machine[ClientState, ClientInput], EpochGate):
         self._item = None
 
     def _close_dead(self, argument: None, now: float) -> None:
-        # §4.4: treat the connection as dead, close it and resume.
-        self._outbox.append(Close(code=CloseCode.REPLACED, reason="no frame from the server"))
+        # §4.4: treat the connection as dead, close it and resume: the server will not
+        # answer the close, so the driver does not wait for it.
+        self._outbox.append(
+            Close(code=CloseCode.REPLACED, reason="no frame from the server", wait=False)
+        )
         self._item = None
 
     def _keep(self, message: Message, now: float) -> None:
@@ -361,6 +395,7 @@ class ClientSession(Machine[ClientState, ClientInput], EpochGate):
             self._last_sent = now
         else:
             self._write(self.outgoing.send(message), now)
+            self._written_through = self.outgoing.last_seq
 
     def _drop(self, payload: bytes, now: float) -> None:
         pass
@@ -450,6 +485,15 @@ class ClientSession(Machine[ClientState, ClientInput], EpochGate):
 
 
 _SESSION_ENDING: Final = frozenset({ErrorCode.AGENT_ERROR, ErrorCode.SERVER_SHUTDOWN})
+
+#: Close codes with which a server ends a first connection before ``ready`` for good: on
+#: purpose (1000), by policy (1008) or refusing the credential (4401, §5.3). A first
+#: connection lost otherwise (no close frame, declared dead by the heartbeat, §4.4, or
+#: closed going away or overloaded) is tried again with a new ``hello``.
+_FINAL_BEFORE_READY: Final = frozenset({CloseCode.NORMAL, CloseCode.POLICY, CloseCode.UNAUTHORIZED})
+
+#: Reads back our own kept messages (:meth:`ClientSession.unacknowledged`).
+_OWN_MESSAGES: Final = msgspec.json.Decoder(ClientSequencedMessage)
 
 
 def _error_input(error: Error) -> ClientInput:

@@ -24,6 +24,7 @@ __all__ = ["AgentOutput"]
 #: An audio frame's header (§8.1), as frames.build_frame packs it; seqs wrap at 2^32.
 _OUTPUT_HEADER: Final = struct.Struct(">BI")
 _U32_MASK: Final = (1 << 32) - 1
+# Bound once: reading a member off its enum class goes through the metaclass (channel.py).
 _CONNECTED: Final = SessionState.CONNECTED
 
 

@@ -17,7 +17,7 @@ found").
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any, Protocol
+from typing import Any, Final, Protocol
 
 from ..codec import encode
 from ..errors import ErrorCode
@@ -30,6 +30,11 @@ from .events import AgentInput
 from .record import SessionRecord
 
 __all__ = ["BoundConnection", "SessionChannel", "SessionObserver"]
+
+# Bound once: reading a member off its enum class goes through the metaclass, some ten
+# times the cost of reading a global, and these are read for every message.
+_CONNECTED: Final = SessionState.CONNECTED
+_CLOSED: Final = SessionState.CLOSED
 
 
 class SessionObserver(Protocol):
@@ -100,13 +105,13 @@ class SessionChannel(Machine[SessionState, SessionInput]):
 
     def send(self, message: Message) -> None:
         """A sequenced message: numbered, kept for resume, written if connected."""
-        if self.state is SessionState.CLOSED:
+        if self.state is _CLOSED:
             return
         outgoing = self.outgoing
         data = outgoing.send(message)
         if self.observer is not None:
             self.observer.sent(outgoing.last_seq, message, data)
-        if self.state is SessionState.CONNECTED:
+        if self.state is _CONNECTED:
             self.frames.append(SendText(data=data))
         if outgoing.exhausted:
             # §4.1: nothing may follow seq 4294967295; the client opens a new session.
@@ -118,7 +123,7 @@ class SessionChannel(Machine[SessionState, SessionInput]):
 
     def send_transient(self, message: Message) -> None:
         """A transient message (§4.1) on the bound connection; lost while parked."""
-        if self.state is SessionState.CONNECTED:
+        if self.state is _CONNECTED:
             self.frames.append(SendText(data=encode(message, 0)))
 
     def report(self, event: AgentInput) -> None:

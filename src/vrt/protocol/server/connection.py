@@ -38,6 +38,10 @@ __all__ = ["ServerConnection"]
 _SEQ: Final = struct.Struct(">I")
 #: The pong frame never varies (§4.4: transient, seq 0): encoded once, shared (frozen).
 _PONG: Final = SendText(data=encode(Pong(), 0))
+# Bound once: reading a member off its enum class goes through the metaclass, some ten
+# times the cost of reading a global, and the timers read these for every message.
+_CLOSED: Final = ServerState.CLOSED
+_AWAITING_HELLO: Final = ServerState.AWAITING_HELLO
 
 
 class ServerConnection(Machine[ServerState, ServerInput]):
@@ -162,10 +166,10 @@ class ServerConnection(Machine[ServerState, ServerInput]):
         """The earliest of the heartbeat (§4.4), the hello deadline and the bound
         session's own deadlines."""
         state = self.state
-        if state is ServerState.CLOSED:
+        if state is _CLOSED:
             return None
         deadline = self._last_frame + self.config.heartbeat_timeout
-        if state is ServerState.AWAITING_HELLO:
+        if state is _AWAITING_HELLO:
             deadline = min(deadline, self._hello_deadline)
         session = self.session
         if session is not None:
@@ -175,11 +179,11 @@ class ServerConnection(Machine[ServerState, ServerInput]):
         return deadline
 
     def on_timer(self, now: float) -> None:
-        if self.state is ServerState.CLOSED:
+        if self.state is _CLOSED:
             return
         if now >= self._last_frame + self.config.heartbeat_timeout:
             self._input(ServerInput.HEARTBEAT_TIMEOUT, None, now)
-        elif self.state is ServerState.AWAITING_HELLO and now >= self._hello_deadline:
+        elif self.state is _AWAITING_HELLO and now >= self._hello_deadline:
             self._input(ServerInput.HELLO_TIMEOUT, None, now)
         elif self.session is not None:
             self.session.on_timer(now)

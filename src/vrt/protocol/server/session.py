@@ -194,11 +194,6 @@ class ServerSession:
         """The connection the session is bound to, if any."""
         return self.channel.connection
 
-    @property
-    def replies(self) -> int:
-        """What the agent sent of its replies, counted (``SessionChannel.replies``)."""
-        return self.channel.replies
-
     def close(self, reason: str = "session closed", code: int = CloseCode.NORMAL) -> None:
         """End the session (§5.6): its connection, if any, closes with ``code``; nothing
         resumes it."""
@@ -293,11 +288,11 @@ class ServerSession:
         """The earliest of the ack deadline (§4.2, while connected), the tool timeouts
         (§7.2, parked or not) and the end of the resume window (§5.1, while parked)."""
         state = self.channel.state
-        if state is SessionState.CLOSED:
+        if state is _CLOSED:
             return None
         record = self.record
         deadline = record.calls.next_deadline() if record.calls else None
-        if state is SessionState.CONNECTED:
+        if state is _CONNECTED:
             ack = self.incoming.ack_deadline()
             if ack is not None and (deadline is None or ack < deadline):
                 deadline = ack
@@ -308,9 +303,9 @@ class ServerSession:
 
     def on_timer(self, now: float) -> None:
         channel = self.channel
-        if channel.state is SessionState.CLOSED:
+        if channel.state is _CLOSED:
             return
-        if channel.state is SessionState.CONNECTED:
+        if channel.state is _CONNECTED:
             up_to = self.incoming.take_ack(now)
             if up_to is not None:
                 channel.send_transient(Ack(up_to=up_to))
@@ -415,6 +410,9 @@ class ServerSession:
 
 
 _TOOLS: Final = msgspec.json.Decoder(tuple[Tool, ...])
+# Bound once: reading a member off its enum class goes through the metaclass (channel.py).
+_CONNECTED: Final = SessionState.CONNECTED
+_CLOSED: Final = SessionState.CLOSED
 
 #: The method that handles each sequenced client message (``handlers.py``).
 _HANDLERS: Final = HandlerTables(
