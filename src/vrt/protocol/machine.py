@@ -37,6 +37,8 @@ class Machine(Generic[S, In]):
     state). A subclass names the method performing each action (:meth:`_actions`) and
     compiles its table once (:meth:`compile_table`)."""
 
+    __slots__ = ("_rows", "state")
+
     compiled: ClassVar[Mapping[Any, Mapping[Any, tuple[Action, Any]]]]
     state: S
     _rows: Mapping[In, tuple[Action, S | None]]

@@ -31,6 +31,8 @@ _CONNECTED: Final = SessionState.CONNECTED
 class AgentOutput:
     """The agent's output: what it sends goes through the session's channel."""
 
+    __slots__ = ("_channel", "_record", "_remembered_items")
+
     def __init__(self, channel: SessionChannel, record: SessionRecord, config: ServerConfig):
         self._channel = channel
         self._record = record

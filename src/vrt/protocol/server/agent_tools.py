@@ -42,6 +42,8 @@ class _Outcome(TypedDict, total=False):
 class AgentToolCalls:
     """The tool calls of one session: what they send goes through its channel."""
 
+    __slots__ = ("_channel", "_config", "_record", "_tool_stream")
+
     def __init__(self, channel: SessionChannel, record: SessionRecord, config: ServerConfig):
         self._channel = channel
         self._record = record

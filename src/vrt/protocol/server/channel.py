@@ -60,6 +60,18 @@ class BoundConnection(Protocol):
 class SessionChannel(Machine[SessionState, SessionInput]):
     """One session's lifecycle and what it sends and reports (§5.1)."""
 
+    __slots__ = (
+        "announced",
+        "connection",
+        "events",
+        "frames",
+        "observer",
+        "outgoing",
+        "record",
+        "replies",
+        "resume_window",
+    )
+
     def __init__(self, record: SessionRecord, outgoing: OutgoingStream, resume_window: float):
         self.record = record
         #: The session's stream of sequenced messages (§4.1): numbered and kept here.
