@@ -362,15 +362,22 @@ class AgentSession:
         self._flush()
 
 
-@dataclass(frozen=True, slots=True)
 class _Seam:
     """What the handles of an agent session (:class:`Turn`, :class:`AudioItem`,
     :class:`ToolCallHandle`) act on: the server's session and its parts, the write that
     follows each action (``flush``) and the client calls awaiting their result."""
 
-    core: ServerSession
-    flush: Callable[[], None]
-    waiting: dict[str, asyncio.Future[ToolSettled]]
+    __slots__ = ("core", "flush", "waiting")
+
+    def __init__(
+        self,
+        core: ServerSession,
+        flush: Callable[[], None],
+        waiting: dict[str, asyncio.Future[ToolSettled]],
+    ) -> None:
+        self.core = core
+        self.flush = flush
+        self.waiting = waiting
 
     def provider_members(self, turn_id: str | None, call_id: str | None, members: Any) -> None:
         # The session's observer (a shared store's journal) keeps them; without one

@@ -34,6 +34,7 @@ __all__ = ["BoundConnection", "SessionChannel", "SessionObserver"]
 # Bound once: reading a member off its enum class goes through the metaclass, some ten
 # times the cost of reading a global, and these are read for every message.
 _CONNECTED: Final = SessionState.CONNECTED
+_PARKED: Final = SessionState.PARKED
 _CLOSED: Final = SessionState.CLOSED
 
 
@@ -92,7 +93,7 @@ class SessionChannel(Machine[SessionState, SessionInput]):
         #: audio frames, tool calls), counted: the driver writes the first one its
         #: agent sends while handling an event at once, not after the whole reply.
         self.replies = 0
-        self._enter(SessionState.CLOSED if record.ended is not None else SessionState.PARKED)
+        self._enter(_CLOSED if record.ended is not None else _PARKED)
 
     # -- the lifecycle (SESSION_TABLE) --
 

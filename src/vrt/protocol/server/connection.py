@@ -39,9 +39,13 @@ _SEQ: Final = struct.Struct(">I")
 #: The pong frame never varies (§4.4: transient, seq 0): encoded once, shared (frozen).
 _PONG: Final = SendText(data=encode(Pong(), 0))
 # Bound once: reading a member off its enum class goes through the metaclass, some ten
-# times the cost of reading a global, and the timers read these for every message.
+# times the cost of reading a global, and these are read for every message.
 _CLOSED: Final = ServerState.CLOSED
 _AWAITING_HELLO: Final = ServerState.AWAITING_HELLO
+_SEQUENCED: Final = ServerInput.SEQUENCED
+_ACK: Final = ServerInput.ACK
+_PING: Final = ServerInput.PING
+_INPUT_AUDIO: Final = ServerInput.INPUT_AUDIO
 
 
 class ServerConnection(Machine[ServerState, ServerInput]):
@@ -106,11 +110,11 @@ class ServerConnection(Machine[ServerState, ServerInput]):
             return
         message = decoded.message
         if decoded.seq:
-            self._input(ServerInput.SEQUENCED, decoded, now)
+            self._input(_SEQUENCED, decoded, now)
         elif isinstance(message, Ack):
-            self._input(ServerInput.ACK, decoded, now)
+            self._input(_ACK, decoded, now)
         elif isinstance(message, Ping):
-            self._input(ServerInput.PING, decoded, now)
+            self._input(_PING, decoded, now)
         else:  # the only other client message with seq 0 is hello (§4.1)
             self._input(ServerInput.HELLO, decoded, now)
 
@@ -127,7 +131,7 @@ class ServerConnection(Machine[ServerState, ServerInput]):
         if len(data) >= HEADER_SIZE and data[0] == FrameKind.INPUT:
             # Input audio (§8.1), parsed here: one object per frame, the agent's event.
             event = AudioReceived(payload=data[HEADER_SIZE:], seq=_SEQ.unpack_from(data, 1)[0])
-            self._input(ServerInput.INPUT_AUDIO, event, now)
+            self._input(_INPUT_AUDIO, event, now)
             return
         # Not input audio: parse_frame says what is wrong with it (the frames it
         # accepts from a client, input audio of a whole header, were taken above).
