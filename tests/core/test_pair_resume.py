@@ -325,3 +325,25 @@ def test_a_gap_is_tolerated_and_counted() -> None:
     assert pair.client.incoming.gaps == 1
     assert pair.session.incoming.gaps == 1
     assert pair.client.state is ClientState.OPEN
+
+
+def test_what_the_server_never_handled_is_told_by_the_client() -> None:
+    """§5.4: after a failed resume the client tells what the server never handled: a
+    message the server handled (up to the resumed ready's resumedFrom) is not among
+    them, acknowledged or not; each says whether it left the client."""
+    pair = Pair()
+    pair.connect()
+    pair.client.send_text("handled", pair.now)
+    link = pair.link
+    assert link is not None
+    link.to_client.lose_next()  # its ack never arrives
+    pair.advance(1.0)
+    pair.cut()
+    pair.connect()  # resumedFrom 1: handled
+    pair.cut(lose_in_flight=True)
+    pair.client.send_text("lost with the connection", pair.now)
+    connected = [e for e in pair.client_events if isinstance(e, Connected)]
+    assert [(e.resumed, e.resumed_from) for e in connected] == [(False, None), (True, 1)]
+    assert [(seq, m.TYPE, sent) for seq, m, sent in pair.client.unacknowledged()] == [
+        (2, "text", False)
+    ]

@@ -632,6 +632,7 @@ def test_an_observer_sees_each_sequenced_message_once_parked_or_not() -> None:
     pair.connect()
     journal = Journal()
     pair.session.observer = journal
+    assert pair.session.observer is journal
     turn = pair.session.begin_turn("speaking")
     pair.cut()
     pair.session.agent_output.send_text(turn, "parked")

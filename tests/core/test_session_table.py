@@ -10,6 +10,7 @@ from typing import Final
 import pytest
 
 from vrt.protocol.errors import LocalProtocolError
+from vrt.protocol.machine import Machine
 from vrt.protocol.messages import Hello
 from vrt.protocol.outputs import CloseCode
 from vrt.protocol.server import ServerConfig, ServerSession
@@ -111,3 +112,14 @@ def test_only_a_bound_session_writes_to_its_connection() -> None:
     session.agent_output.send_text(turn, "after the end")
     assert session.outgoing.last_seq == kept
     assert session.take_outbox() == []
+
+
+def test_a_machine_names_its_actions() -> None:
+    """machine.py: a table is compiled for a class with the methods it names for the
+    table's actions; a class that names none cannot compile one."""
+
+    class Nameless(Machine[SessionState, SessionInput]):
+        pass
+
+    with pytest.raises(NotImplementedError):
+        Nameless.compile_table(SESSION_TABLE, SessionState)
