@@ -1,7 +1,7 @@
 """The base of the core's state machines (:class:`~vrt.protocol.server.ServerConnection`,
 :class:`~vrt.protocol.client.ClientSession`, a server session's
 :class:`~vrt.protocol.server.channel.SessionChannel`): a state, the compiled rows of that
-state (:meth:`.tables.Transitions.compile`), and the step that performs the row for an
+state (:meth:`.transitions.Transitions.compile`), and the step that performs the row for an
 input.
 Apart from the tables (:mod:`.tables`, data) so that this, which runs for every input,
 can be compiled with mypyc while the tables' msgspec structs stay interpreted.
@@ -23,8 +23,8 @@ Action: TypeAlias = Callable[[Any, Any, float], None]
 
 
 class Table(Protocol):
-    """A table as a machine compiles it (:class:`.tables.Transitions`, which this module
-    does not import: the tables stay interpreted)."""
+    """A table as a machine compiles it (:class:`.transitions.Transitions`, which this
+    module does not import: the tables stay interpreted)."""
 
     def compile(
         self, states: Iterable[Any], actions: Mapping[Any, Action]

@@ -66,6 +66,7 @@ from .events import (
     TurnChanged,
 )
 from .gate import EpochGate
+from .inputs import error_input, ready_input, reconnects
 
 __all__ = ["DEAD_AFTER_INTERVALS", "PING_INTERVAL", "ClientSession"]
 
@@ -162,9 +163,7 @@ class ClientSession(Machine[ClientState, ClientInput], EpochGate):
         """The WebSocket ended, with the close ``code`` the server sent, if any: reports
         :class:`ConnectionLost`, which says whether to connect again."""
         self._input(ClientInput.CONNECTION_LOST, None, now)
-        reconnect = self.state is not ClientState.CLOSED and (
-            self.session_id is not None or code not in _FINAL_BEFORE_READY
-        )
+        reconnect = reconnects(self.state, self.session_id, code)
         self._events.append(ConnectionLost(code=code, reconnect=reconnect))
 
     def unacknowledged(self) -> list[tuple[int, ClientSequencedMessage, bool]]:
@@ -188,13 +187,16 @@ class ClientSession(Machine[ClientState, ClientInput], EpochGate):
         if decoded.seq:
             self._input(ClientInput.SEQUENCED, decoded, now)
         elif isinstance(message, Ready):
-            self._classify_ready(message, now)
+            if self.state is _WAITING:
+                self._input(*ready_input(message, self.session_id, self.outgoing), now)
+            else:
+                self._input(ClientInput.READY, None, now)
         elif isinstance(message, AudioStart):
             self._input(ClientInput.AUDIO_START, message, now)
         elif isinstance(message, Ack):
             self._input(ClientInput.ACK, message, now)
         elif isinstance(message, Error):  # seq 0: no session bound to the connection
-            self._input(_error_input(message), message, now)
+            self._input(error_input(message), message, now)
         else:
             self._input(ClientInput.PONG, message, now)
 
@@ -434,26 +436,6 @@ class ClientSession(Machine[ClientState, ClientInput], EpochGate):
 
     # -- internals: receiving --
 
-    def _classify_ready(self, ready: Ready, now: float) -> None:
-        if self.state is not ClientState.WAITING:
-            self._input(ClientInput.READY, None, now)
-            return
-        resumed = ready.resumed_from is not UNSET
-        if resumed != (self.session_id is not None) or (
-            self.session_id is not None and ready.session_id != self.session_id
-        ):
-            self._input(ClientInput.READY_MISMATCH, "ready does not match the session resumed", now)
-            return
-        resumed_from = ready.resumed_from if isinstance(ready.resumed_from, int) else 0
-        resend = self.outgoing.resend_after(resumed_from)
-        if resend is None:
-            # §5.4: the client cannot resend what the server lacks.
-            self._input(
-                ClientInput.CANNOT_RESEND, "cannot resend what the server missed (§5.4)", now
-            )
-            return
-        self._input(ClientInput.READY, (ready, resend), now)
-
     def _on_turn_state(self, message: TurnState, now: float) -> None:
         self._observe(message.epoch)
         self._events.append(
@@ -481,34 +463,13 @@ class ClientSession(Machine[ClientState, ClientInput], EpochGate):
 
     def _on_error(self, error: Error, now: float) -> None:
         """A sequenced ``error`` (a session is bound)."""
-        self._input(_error_input(error), error, now)
+        self._input(error_input(error), error, now)
 
-
-_SESSION_ENDING: Final = frozenset({ErrorCode.AGENT_ERROR, ErrorCode.SERVER_SHUTDOWN})
-
-#: Close codes with which a server ends a first connection before ``ready`` for good: on
-#: purpose (1000), by policy (1008) or refusing the credential (4401, §5.3). A first
-#: connection lost otherwise (no close frame, declared dead by the heartbeat, §4.4, or
-#: closed going away or overloaded) is tried again with a new ``hello``.
-_FINAL_BEFORE_READY: Final = frozenset({CloseCode.NORMAL, CloseCode.POLICY, CloseCode.UNAUTHORIZED})
 
 #: Reads back our own kept messages (:meth:`ClientSession.unacknowledged`).
 _OWN_MESSAGES: Final = msgspec.json.Decoder(ClientSequencedMessage)
-
-
-def _error_input(error: Error) -> ClientInput:
-    """Which row of the client table an ``error`` is."""
-    if error.code == ErrorCode.RESUME_FAILED:
-        return ClientInput.RESUME_FAILED
-    if error.code == ErrorCode.UNAUTHORIZED:
-        return ClientInput.UNAUTHORIZED
-    if not error.recoverable:
-        # §9.2: "the session or connection cannot continue". These two say it is the
-        # session; for the others (RATE_LIMITED, ...) a resume tells.
-        if error.code in _SESSION_ENDING:
-            return ClientInput.SESSION_ENDED
-        return ClientInput.ERROR_NOT_RECOVERABLE
-    return ClientInput.ERROR
+# Bound once: reading a member off its enum class goes through the metaclass.
+_WAITING: Final = ClientState.WAITING
 
 
 #: The method that handles each sequenced server message (``handlers.py``).
