@@ -1,5 +1,6 @@
-"""docs/architecture.md shows the §5.1 tables exactly as they are in the code
-(``vrt.protocol.tables``), so that a newcomer finds a behaviour's row in one step."""
+"""docs/architecture.md shows the §5.1 tables (the session's lifecycle too) exactly as
+they are in the code (``vrt.protocol.tables``), so that a newcomer finds a behaviour's
+row in one step."""
 
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ import pytest
 from vrt.protocol.tables import (
     CLIENT_TABLE,
     SERVER_TABLE,
+    SESSION_TABLE,
     Row,
     ServerAction,
     ServerInput,
@@ -34,6 +36,7 @@ def shown(name: str) -> str:
     [
         ("server", SERVER_TABLE, "Connection state"),
         ("client", CLIENT_TABLE, "Client state"),
+        ("session", SESSION_TABLE, "Session state"),
     ],
 )
 def test_the_doc_shows_the_table_in_the_code(
@@ -82,6 +85,7 @@ def rewrite() -> None:
     for name, rendered in (
         ("server", markdown(SERVER_TABLE, "Connection state")),
         ("client", markdown(CLIENT_TABLE, "Client state")),
+        ("session", markdown(SESSION_TABLE, "Session state")),
     ):
         start = f"<!-- table: {name} -->\n"
         before, _, rest = text.partition(start)

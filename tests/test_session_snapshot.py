@@ -35,7 +35,7 @@ from vrt.protocol.messages import (
     TurnState,
     UserText,
 )
-from vrt.protocol.server import AgentInput, ServerConfig, ServerSession
+from vrt.protocol.server import AgentInput, AudioReceived, ServerConfig, ServerSession
 from vrt.protocol.streams import OutgoingStream
 from vrt.server.redis_store import decode_log
 from vrt.server.snapshot import ItemsEncoder, client_data, restore_session, session_state
@@ -46,7 +46,7 @@ CONFIG = ServerConfig()
 def new_session() -> ServerSession:
     hello = Hello(tools=(Tool(name="add"),), context={"doc": 1}, capabilities=("tool-stream-v1",))
     session = ServerSession(hello, CONFIG, principal="alice")
-    session.attach(_Connection())
+    session.attach(_Connection(), 0.0)
     return session
 
 
@@ -67,11 +67,11 @@ def test_a_session_rebuilt_from_its_snapshot_is_the_same_session() -> None:
     session = new_session()
     session.receive_sequenced(Decoded(1, UserText(text="hi")), 100.0)
     turn = session.begin_turn("thinking")
-    session.send_text(turn, "hello")
-    call = session.start_tool_call(turn, "add")
+    session.agent_output.send_text(turn, "hello")
+    call = session.tool_calls.start(turn, "add")
     assert call is not None
-    session.issue_tool_call(call, {"a": 1}, now=100.0)
-    item = session.start_audio(turn)
+    session.tool_calls.issue(call, {"a": 1}, now=100.0)
+    item = session.agent_output.start_audio(turn)
     assert item is not None
     # Another process: another clock (loop time 5000 there is wall time 1e9 + 1 here).
     now, wall = 100.0, 1e9
@@ -108,9 +108,9 @@ def test_a_session_rebuilt_from_its_snapshot_is_the_same_session() -> None:
 def test_cut_short_closes_the_epoch_ends_the_turn_and_says_why() -> None:
     session = new_session()
     turn = session.begin_turn("thinking")
-    call = session.start_tool_call(turn, "add")
+    call = session.tool_calls.start(turn, "add")
     assert call is not None
-    session.issue_tool_call(call, {}, now=0.0)
+    session.tool_calls.issue(call, {}, now=0.0)
     epoch = session.epoch
     before = session.outgoing.last_seq
     session.take_events()
@@ -125,7 +125,7 @@ def test_cut_short_closes_the_epoch_ends_the_turn_and_says_why() -> None:
     assert session.turn_id is None
     assert not session.record.calls  # its call settled (INTERRUPTED, §7.2)
     assert session.epoch > epoch  # nothing of the closed epoch can start
-    assert not session.send_text(turn, "late")
+    assert not session.agent_output.send_text(turn, "late")
     assert not session.cut_short("again")
 
 
@@ -143,9 +143,9 @@ def test_the_observer_sees_every_sequenced_message_and_event_but_audio() -> None
 
     session.observer = Observer()
     turn = session.begin_turn()
-    session.send_text(turn, "x")
+    session.agent_output.send_text(turn, "x")
     session.receive_sequenced(Decoded(1, UserText(text="again")), 0.0)  # interrupts (§6.3)
-    session.receive_audio(b"\x00\x00", 0)
+    session.audio_received(AudioReceived(payload=b"\x00\x00", seq=0))
     assert seen == session.outgoing.kept()
     assert [type(e).__name__ for e in events] == ["ResponseInterrupted", "UserTextReceived"]
     assert [type(e).__name__ for e in session.take_events()] == [
@@ -250,9 +250,9 @@ def test_a_tool_result_message_reaches_the_observer_as_a_settlement() -> None:
 
     session.observer = Observer()
     turn = session.begin_turn()
-    call = session.start_tool_call(turn, "add")
+    call = session.tool_calls.start(turn, "add")
     assert call is not None
-    session.issue_tool_call(call, {}, now=0.0)
+    session.tool_calls.issue(call, {}, now=0.0)
     result = ToolResult(call_id=call, epoch=session.epoch, ok=True, output=2)
     session.receive_sequenced(Decoded(1, result), 0.0)
     assert [type(e).__name__ for e in events] == ["ToolSettled"]
@@ -276,17 +276,17 @@ def test_the_kept_items_encoding_is_always_a_fresh_one(ops: list[tuple[Any, ...]
     (§8.3: start, frames, a new turn, the oldest forgotten beyond ``remembered_items``),
     the state it writes is the one a fresh encoding gives."""
     session = ServerSession(Hello(), ServerConfig(remembered_items=3), principal=None)
-    session.attach(_Connection())
+    session.attach(_Connection(), 0.0)
     encoder = ItemsEncoder()
     turn = session.begin_turn("speaking")
     started: list[str] = []
     for op in ops:
         if op[0] == "start":
-            item = session.start_audio(turn)
+            item = session.agent_output.start_audio(turn)
             assert item is not None
             started.append(item)
         elif op[0] == "frame" and started:
-            session.send_audio(started[op[1] % len(started)], b"\0\0" * 160 * op[2])
+            session.agent_output.send_audio(started[op[1] % len(started)], b"\0\0" * 160 * op[2])
         elif op[0] == "turn":
             session.end_turn(turn)
             turn = session.begin_turn("speaking")

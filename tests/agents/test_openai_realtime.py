@@ -439,10 +439,10 @@ async def test_a_tool_call_round_trip_translates_ids_and_survives_a_resume(
 
         # Cut the client's connection while the tool runs; its result is then sent
         # while disconnected and replayed after the resume (§5.4).
-        ws = s.client._ws
-        assert ws is not None
-        assert ws.transport is not None
-        ws.transport.abort()
+        link = s.client._link
+        assert link is not None
+        assert link.ws.transport is not None
+        link.ws.transport.abort()
         gate.set()
         await s.next(Disconnected)
         resumed = await s.next(Connected)

@@ -20,6 +20,7 @@ from vrt.protocol.client.events import (
     CancelTool,
     ClientEvent,
     Connected,
+    ConnectionLost,
     ErrorReceived,
     InterruptedEpoch,
     PlaybackStop,
@@ -250,7 +251,10 @@ def run_python(lines: list[str]) -> list[Step]:
                 frames.append(("binary", output.data.hex()))
             else:
                 frames.append(("close", output.code))
-        steps.append((frames, [describe(event) for event in session.take_events()]))
+        # ConnectionLost tells a driver whether to connect again: the C core leaves
+        # that to its driver, so it has no such event.
+        events = [e for e in session.take_events() if not isinstance(e, ConnectionLost)]
+        steps.append((frames, [describe(event) for event in events]))
     return steps
 
 

@@ -38,6 +38,7 @@ from vrt.client import (
     VrtError,
 )
 from vrt.client.tls import cafile_context
+from vrt.protocol.client import ConnectionLost
 from vrt.protocol.errors import LocalProtocolError
 from vrt.protocol.messages import ContextUpdate, UserText
 from vrt.server import VrtServer
@@ -253,6 +254,9 @@ class TestOpening:
         assert len(retries) == 1
         assert retries[0].resuming
         assert await say(client, "echo after a second hello", recorder) == ("after a second hello")
+        # The core's verdict (ConnectionLost) is the driver's: the application is told
+        # Disconnected.
+        assert not [e for e in recorder.events if isinstance(e, ConnectionLost)]
 
     async def test_opening_gives_up_after_give_up_after(
         self, vrt: LiveServer, make_proxy: ProxyFactory, make_client: ClientFactory

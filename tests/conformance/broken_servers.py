@@ -30,6 +30,8 @@ from vrt.protocol import ids
 from vrt.protocol.errors import ErrorCode
 from vrt.protocol.messages import Error, Interrupt, ToolCallDelta, ToolResult
 from vrt.protocol.server import ServerSession
+from vrt.protocol.server.agent_tools import AgentToolCalls
+from vrt.protocol.server.channel import SessionChannel
 from vrt.protocol.server.tools import ToolCalls
 from vrt.protocol.streams import IncomingStream, OutgoingStream
 from vrt.server import opening
@@ -113,14 +115,14 @@ def _reused_ids() -> contextlib.AbstractContextManager[Any]:
 # --- 3. previews even with tool-stream-v1 (§7.4) --------------------------------------
 
 
-class _PreviewAlways(ServerSession):
+class _PreviewAlways(AgentToolCalls):
     """Sends tool.call.delta previews even when tool-stream-v1 is in effect."""
 
-    def tool_arguments_delta(self, call_id: str, delta: str) -> bool:
-        call = self.record.calls.get(call_id)
-        sent = super().tool_arguments_delta(call_id, delta)
+    def arguments_delta(self, call_id: str, delta: str) -> bool:
+        call = self._record.calls.get(call_id)
+        sent = super().arguments_delta(call_id, delta)
         if sent and call is not None and self._tool_stream:
-            self._send(
+            self._channel.send(
                 ToolCallDelta(
                     call_id=call.call_id,
                     turn_id=call.turn_id,
@@ -129,6 +131,11 @@ class _PreviewAlways(ServerSession):
                 )
             )
         return sent
+
+
+def _tool_calls(cls: type[AgentToolCalls]) -> Callable[[], contextlib.AbstractContextManager[Any]]:
+    """Make the server's sessions keep their tool calls in ``cls``."""
+    return lambda: mock.patch.object(core, "AgentToolCalls", cls)
 
 
 # --- 4. a foreign resume answered unlike an unknown one (§5.3) ------------------------
@@ -169,11 +176,13 @@ class _NoResendStream(OutgoingStream):
 # --- 6. errors with seq 0 after ready (§4.1) ------------------------------------------
 
 
-class _UnsequencedErrors(ServerSession):
+def _unsequenced_errors() -> contextlib.AbstractContextManager[Any]:
     """Sends its errors with seq 0 even once the session is bound."""
 
-    def send_error(self, code: str, message: str, recoverable: bool) -> None:
-        self.send_transient(Error(code=code, message=message, recoverable=recoverable))
+    def send_error(channel: SessionChannel, code: str, message: str, recoverable: bool) -> None:
+        channel.send_transient(Error(code=code, message=message, recoverable=recoverable))
+
+    return mock.patch.object(SessionChannel, "send_error", send_error)
 
 
 # --- 7. a result taken for another call (§7.2) ----------------------------------------
@@ -372,7 +381,7 @@ VARIANTS: tuple[Variant, ...] = (
         "preview-with-tool-stream",
         "sends tool.call.delta although tool-stream-v1 is in effect (§7.4)",
         {**_fails("tool-stream-no-preview"), **_passes("tool-stream-client-call")},
-        patches=(_session_class(_PreviewAlways),),
+        patches=(_tool_calls(_PreviewAlways),),
     ),
     Variant(
         "revealing-foreign-resume",
@@ -407,7 +416,7 @@ VARIANTS: tuple[Variant, ...] = (
             ),
             **_passes("seq-error-zero-before-session"),
         },
-        patches=(_session_class(_UnsequencedErrors),),
+        patches=(_unsequenced_errors,),
     ),
     Variant(
         "result-by-name",

@@ -37,7 +37,7 @@ from vrt.protocol.client.calls import REMEMBERED_ANSWERS, ToolQueue
 from vrt.protocol.client.session import REMEMBERED_ITEMS
 from vrt.protocol.formats import choose_format, duration_ms, opus_duration_ms
 from vrt.protocol.messages import PCM16_24K, ToolCall
-from vrt.protocol.outputs import SendText
+from vrt.protocol.outputs import Close, SendBinary, SendText, dispatch
 from vrt.protocol.server import PlaybackReported, ServerConfig, ServerSession
 from vrt.protocol.server.budget import ReadBudget
 from vrt.protocol.streams import IncomingStream, OutgoingStream
@@ -94,9 +94,9 @@ def test_playback_is_capped_by_the_duration_in_the_sessions_format(
     session = pair.session
     assert session.record.output.encoding == fmt.encoding
     turn = session.begin_turn("speaking")
-    item = session.start_audio(turn)
+    item = session.agent_output.start_audio(turn)
     assert item is not None
-    session.send_audio(item, payload)
+    session.agent_output.send_audio(item, payload)
     pair.settle()
     if payload:
         assert [e.payload for e in pair.client_events if isinstance(e, AudioChunk)] == [payload]
@@ -188,7 +188,7 @@ def test_the_client_remembers_a_bounded_number_of_items_and_answers() -> None:
     session = pair.session
     turn = session.begin_turn("speaking")
     for _ in range(REMEMBERED_ITEMS + 1):
-        session.start_audio(turn)
+        session.agent_output.start_audio(turn)
     pair.settle()
     assert len(pair.client._items) == REMEMBERED_ITEMS
     queue = ToolQueue()
@@ -290,3 +290,27 @@ def test_the_pair_traces_what_it_delivers() -> None:
     assert isinstance(decode_server(texts[1].data), Decoded)
     with pytest.raises(LookupError):
         _ = Pair().session
+
+
+class _Kinds:
+    """An output writer that names what it was handed."""
+
+    def text(self, data: bytes) -> str:
+        return f"text {data!r}"
+
+    def binary(self, data: bytes) -> str:
+        return f"binary {data!r}"
+
+    def close(self, close: Close) -> str:
+        return f"close {close.code} {close.reason} wait={close.wait}"
+
+
+def test_dispatch_hands_each_output_to_the_method_for_its_kind() -> None:
+    """outputs.py: every driver turns outputs into frames through ``dispatch``; a close
+    says whether to wait for the peer's answer (not for a connection found dead, §4.4)."""
+    kinds = _Kinds()
+    assert dispatch(SendText(data=b"x"), kinds) == "text b'x'"
+    assert dispatch(SendBinary(data=b"x"), kinds) == "binary b'x'"
+    assert dispatch(Close(code=1000, reason="bye"), kinds) == "close 1000 bye wait=True"
+    dead = Close(code=4000, reason="no frame from the server", wait=False)
+    assert dispatch(dead, kinds) == "close 4000 no frame from the server wait=False"

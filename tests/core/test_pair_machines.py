@@ -139,7 +139,7 @@ class ExactlyOnce(_Network):
         turn = session.turn_id if session.response_in_flight else None
         turn = turn or session.begin_turn("speaking")
         text = self._next("a")
-        assert session.send_text(turn, text)
+        assert session.agent_output.send_text(turn, text)
         self.agent_sent.append(text)
         self.pair.settle()
 
@@ -184,11 +184,11 @@ class EpochGate(_Network):
         session = pair.session
         turn = session.turn_id if session.response_in_flight else None
         turn = turn or session.begin_turn("speaking")
-        item = session.start_audio(turn)
+        item = session.agent_output.start_audio(turn)
         assert item is not None
         self.item_epochs[item] = session.epoch
         for _ in range(frames):
-            session.send_audio(item, bytes(480))
+            session.agent_output.send_audio(item, bytes(480))
             pair.settle()
 
     @rule()
@@ -197,9 +197,9 @@ class EpochGate(_Network):
         session = pair.session
         turn = session.turn_id if session.response_in_flight else None
         turn = turn or session.begin_turn("acting")
-        call_id = session.start_tool_call(turn, "lookup")
+        call_id = session.tool_calls.start(turn, "lookup")
         assert call_id is not None
-        assert session.issue_tool_call(call_id, {"n": self.counter}, pair.now)
+        assert session.tool_calls.issue(call_id, {"n": self.counter}, pair.now)
         self.issued.append(call_id)
         pair.settle()
 

@@ -56,7 +56,7 @@ def test_resume_resends_what_the_client_missed() -> None:
     pair.connect()
     turn = speaking(pair)
     pair.cut()
-    pair.session.send_text(turn, "while parked")
+    pair.session.agent_output.send_text(turn, "while parked")
     pair.client.send_text("while away", pair.now)
     pair.connect()
     assert agent_texts(pair) == ["while parked"]
@@ -73,7 +73,7 @@ def test_a_cut_between_a_write_and_its_ack_delivers_once() -> None:
     pair = Pair()
     link = pair.connect()
     turn = speaking(pair)
-    pair.session.send_text(turn, "once")
+    pair.session.agent_output.send_text(turn, "once")
     link.to_server.cut_after(0)  # the client's ack never gets through
     pair.client.send_text("also once", pair.now)  # crosses the cut: lost, kept, resent
     pair.advance(1.0)
@@ -108,7 +108,7 @@ def test_a_cut_inside_a_frame_loses_it_and_the_resume_brings_it() -> None:
     link = pair.connect()
     turn = speaking(pair)
     link.to_client.cut_after(10)
-    pair.session.send_text(turn, "a long text, cut in its middle")
+    pair.session.agent_output.send_text(turn, "a long text, cut in its middle")
     pair.settle()
     assert pair.client.state is ClientState.CONNECTING
     pair.connect()
@@ -123,7 +123,7 @@ def test_duplicated_frames_are_handled_once() -> None:
     link.to_client.duplicate_next(3)
     pair.client.send_text("one", pair.now)
     turn = speaking(pair)
-    pair.session.send_text(turn, "two")
+    pair.session.agent_output.send_text(turn, "two")
     pair.advance(1.0)
     assert user_texts(pair) == ["one"]
     assert agent_texts(pair) == ["two"]
@@ -160,7 +160,7 @@ def test_a_stale_hello_overtaking_the_resume_replaces_it() -> None:
     closes = [item for _, d, item in pair.trace if isinstance(item, Close)]
     assert closes[-1].code == CloseCode.REPLACED
     assert fresh.server.state is ServerState.CLOSED
-    pair.session.send_text(turn, "after all that")
+    pair.session.agent_output.send_text(turn, "after all that")
     pair.connect()
     assert agent_texts(pair) == ["after all that"]
     assert [e.state for e in pair.client_events if isinstance(e, TurnChanged)] == ["speaking"]
@@ -232,7 +232,7 @@ def test_a_server_that_cannot_resend_fails_the_resume() -> None:
     pair.advance(1.0)
     pair.cut()
     for text in ("a", "b", "c"):
-        pair.session.send_text(turn, text)
+        pair.session.agent_output.send_text(turn, text)
     pair.connect()
     assert pair.session.status == "closed"
     assert pair.client.state is ClientState.CLOSED
@@ -262,9 +262,9 @@ def test_server_sequence_exhaustion_ends_the_session() -> None:
     session = pair.session
     session.outgoing = OutgoingStream(last_seq=MAX_SEQ - 2)
     turn = speaking(pair)  # MAX_SEQ - 1
-    assert session.send_text(turn, "the last")  # MAX_SEQ
+    assert session.agent_output.send_text(turn, "the last")  # MAX_SEQ
     assert session.ended is not None
-    session.send_text(turn, "never")  # the session is over: nothing is sent
+    session.agent_output.send_text(turn, "never")  # the session is over: nothing is sent
     assert session.outgoing.last_seq == MAX_SEQ
     pair.settle()
     assert agent_texts(pair) == ["the last"]
@@ -289,7 +289,7 @@ def test_an_error_ending_the_session_stops_the_resumes() -> None:
     """§9.2: AGENT_ERROR not recoverable ends the session: the client stops resuming."""
     pair = Pair()
     pair.connect()
-    pair.session.agent_error("the model is gone", recoverable=False)
+    pair.session.agent_output.error("the model is gone", recoverable=False)
     pair.settle()
     assert pair.client.state is ClientState.CLOSED
     assert [e.code for e in pair.client_events if isinstance(e, SessionFailed)] == ["AGENT_ERROR"]
@@ -299,7 +299,7 @@ def test_a_recoverable_error_is_reported_and_the_session_goes_on() -> None:
     """§9.2: a recoverable error is reported; nothing else changes."""
     pair = Pair()
     pair.connect()
-    pair.session.agent_error("a hiccup")
+    pair.session.agent_output.error("a hiccup")
     pair.settle()
     assert pair.client.state is ClientState.OPEN
     reported = [e for e in pair.client_events if isinstance(e, ErrorReceived)]
@@ -314,8 +314,8 @@ def test_a_gap_is_tolerated_and_counted() -> None:
     turn = speaking(pair)
     pair.settle()
     link.to_client.lose_next()
-    pair.session.send_text(turn, "lost")
-    pair.session.send_text(turn, "after the gap")
+    pair.session.agent_output.send_text(turn, "lost")
+    pair.session.agent_output.send_text(turn, "after the gap")
     link.to_server.lose_next()
     pair.client.send_text("lost too", pair.now)
     pair.client.send_text("after that gap", pair.now)
@@ -325,3 +325,25 @@ def test_a_gap_is_tolerated_and_counted() -> None:
     assert pair.client.incoming.gaps == 1
     assert pair.session.incoming.gaps == 1
     assert pair.client.state is ClientState.OPEN
+
+
+def test_what_the_server_never_handled_is_told_by_the_client() -> None:
+    """§5.4: after a failed resume the client tells what the server never handled: a
+    message the server handled (up to the resumed ready's resumedFrom) is not among
+    them, acknowledged or not; each says whether it left the client."""
+    pair = Pair()
+    pair.connect()
+    pair.client.send_text("handled", pair.now)
+    link = pair.link
+    assert link is not None
+    link.to_client.lose_next()  # its ack never arrives
+    pair.advance(1.0)
+    pair.cut()
+    pair.connect()  # resumedFrom 1: handled
+    pair.cut(lose_in_flight=True)
+    pair.client.send_text("lost with the connection", pair.now)
+    connected = [e for e in pair.client_events if isinstance(e, Connected)]
+    assert [(e.resumed, e.resumed_from) for e in connected] == [(False, None), (True, 1)]
+    assert [(seq, m.TYPE, sent) for seq, m, sent in pair.client.unacknowledged()] == [
+        (2, "text", False)
+    ]

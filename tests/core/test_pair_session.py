@@ -58,9 +58,9 @@ def tool_pair(*capabilities: str, config: ServerConfig | None = None) -> Pair:
 
 
 def issue(pair: Pair, turn: str, name: str = "lookup") -> str:
-    call_id = pair.session.start_tool_call(turn, name)
+    call_id = pair.session.tool_calls.start(turn, name)
     assert call_id is not None
-    assert pair.session.issue_tool_call(call_id, {"q": name}, pair.now)
+    assert pair.session.tool_calls.issue(call_id, {"q": name}, pair.now)
     pair.settle()
     return call_id
 
@@ -87,7 +87,7 @@ def test_turn_states_reach_the_client_and_idle_ends_the_turn() -> None:
     assert session.set_state(turn, "idle")
     assert not session.set_state(turn, "speaking")  # the turn is over
     assert not session.end_turn(turn)
-    assert not session.send_text(turn, "late")
+    assert not session.agent_output.send_text(turn, "late")
     pair.settle()
     states = [(e.state, e.epoch) for e in pair.client_events if isinstance(e, TurnChanged)]
     assert states == [("thinking", 1), ("speaking", 1), ("idle", 1)]
@@ -179,11 +179,11 @@ def test_transcripts_of_both_roles() -> None:
     pair = Pair()
     pair.connect()
     session = pair.session
-    assert session.send_transcript("user", "hi", item_id="i1")
+    assert session.agent_output.send_transcript("user", "hi", item_id="i1")
     turn = session.begin_turn("speaking")
-    assert session.send_transcript("agent", "hello", final=False, turn_id=turn)
+    assert session.agent_output.send_transcript("agent", "hello", final=False, turn_id=turn)
     session.end_turn(turn)
-    assert not session.send_transcript("agent", "late", turn_id=turn)
+    assert not session.agent_output.send_transcript("agent", "late", turn_id=turn)
     pair.settle()
     got = [
         (e.role, e.text, e.final) for e in pair.client_events if isinstance(e, TranscriptReceived)
@@ -226,9 +226,9 @@ def test_a_call_for_a_tool_the_client_lacks_is_never_started() -> None:
     """§7.1: a server sends tool.call only for tools the client declared."""
     pair = tool_pair()
     turn = pair.session.begin_turn("acting")
-    assert pair.session.start_tool_call(turn, "missing") is None
-    assert pair.session.start_tool_call("t_over", "lookup") is None
-    assert not pair.session.issue_tool_call("c_none", {}, pair.now)
+    assert pair.session.tool_calls.start(turn, "missing") is None
+    assert pair.session.tool_calls.start("t_over", "lookup") is None
+    assert not pair.session.tool_calls.issue("c_none", {}, pair.now)
 
 
 def test_interrupting_a_running_call_cancels_it_and_answers_interrupted() -> None:
@@ -258,9 +258,9 @@ def test_a_call_of_a_closed_epoch_resent_after_a_resume_never_starts() -> None:
     turn = pair.session.begin_turn("acting")
     pair.settle()
     pair.cut()
-    call = pair.session.start_tool_call(turn, "lookup")
+    call = pair.session.tool_calls.start(turn, "lookup")
     assert call is not None
-    pair.session.issue_tool_call(call, {}, pair.now)
+    pair.session.tool_calls.issue(call, {}, pair.now)
     pair.client.interrupt("user", pair.now)  # closes epoch 1 locally, while away
     pair.connect()
     assert runs(pair) == []
@@ -272,9 +272,9 @@ def test_too_many_pending_calls_fail_the_next() -> None:
     pair = tool_pair(config=ServerConfig(max_pending_calls=1))
     turn = pair.session.begin_turn("acting")
     issue(pair, turn)
-    extra = pair.session.start_tool_call(turn, "lookup")
+    extra = pair.session.tool_calls.start(turn, "lookup")
     assert extra is not None
-    assert not pair.session.issue_tool_call(extra, {}, pair.now)
+    assert not pair.session.tool_calls.issue(extra, {}, pair.now)
     assert pair.session.record.calls.get(extra) is None  # failed, gone
 
 
@@ -283,19 +283,19 @@ def test_previews_reach_the_client_unless_their_epoch_closed() -> None:
     pair = tool_pair()
     session = pair.session
     turn = session.begin_turn("acting")
-    call = session.start_tool_call(turn, "lookup")
+    call = session.tool_calls.start(turn, "lookup")
     assert call is not None
-    assert session.tool_arguments_delta(call, '{"q":')
+    assert session.tool_calls.arguments_delta(call, '{"q":')
     pair.settle()
     link = pair.link
     assert link is not None
     link.to_client.held = True
-    assert session.tool_arguments_delta(call, "1")  # in flight when the client interrupts
+    assert session.tool_calls.arguments_delta(call, "1")  # in flight when the client interrupts
     pair.settle()
     pair.client.interrupt("user", pair.now)
     link.to_client.held = False
     pair.settle()
-    assert not session.tool_arguments_delta(call, "}")  # cancelled with its epoch
+    assert not session.tool_calls.arguments_delta(call, "}")  # cancelled with its epoch
     previews = [e.preview for e in pair.client_events if isinstance(e, ToolPreview)]
     assert previews == [{"argumentsDelta": '{"q":'}]
 
@@ -305,13 +305,13 @@ def test_a_turn_ending_fails_its_calls_not_yet_issued() -> None:
     pair = tool_pair(TOOL_STREAM)
     session = pair.session
     turn = session.begin_turn("acting")
-    call = session.start_tool_call(turn, "lookup")
+    call = session.tool_calls.start(turn, "lookup")
     assert call is not None
     session.end_turn(turn)
     pair.settle()
     phases = [e.phase for e in pair.client_events if isinstance(e, ToolStreamUpdate)]
     assert phases == ["start", "failed"]
-    assert not session.fail_tool_call(call, "again")
+    assert not session.tool_calls.fail(call, "again")
 
 
 def test_tool_stream_phases_of_a_client_call() -> None:
@@ -319,19 +319,19 @@ def test_tool_stream_phases_of_a_client_call() -> None:
     pair = tool_pair(TOOL_STREAM)
     session = pair.session
     turn = session.begin_turn("acting")
-    call = session.start_tool_call(turn, "lookup", provider_id="p")
+    call = session.tool_calls.start(turn, "lookup", provider_id="p")
     assert call is not None
-    assert session.tool_arguments_delta(call, "{}")
-    assert session.issue_tool_call(call, {}, pair.now)
-    assert session.is_client_call(call)
-    assert not session.tool_progress(call, 50)  # progress is a server tool's
-    assert not session.settle_server_call(call, True)
+    assert session.tool_calls.arguments_delta(call, "{}")
+    assert session.tool_calls.issue(call, {}, pair.now)
+    assert session.tool_calls.is_client_call(call)
+    assert not session.tool_calls.progress(call, 50)  # progress is a server tool's
+    assert not session.tool_calls.settle_server_call(call, True)
     pair.settle()
     pair.client.tool_finished(call, True, pair.now, output="done")
     pair.settle()
     phases = [e.phase for e in pair.client_events if isinstance(e, ToolStreamUpdate)]
     assert phases == ["start", "arguments-delta", "arguments-complete", "settled"]
-    assert not session.is_client_call(call)
+    assert not session.tool_calls.is_client_call(call)
 
 
 def test_tool_stream_phases_of_a_server_call() -> None:
@@ -340,18 +340,18 @@ def test_tool_stream_phases_of_a_server_call() -> None:
     pair = tool_pair(TOOL_STREAM)
     session = pair.session
     turn = session.begin_turn("acting")
-    ok = session.start_tool_call(turn, "search", server_side=True)
-    bad = session.start_tool_call(turn, "search", server_side=True)
+    ok = session.tool_calls.start(turn, "search", server_side=True)
+    bad = session.tool_calls.start(turn, "search", server_side=True)
     assert ok is not None
     assert bad is not None
-    assert not session.tool_progress(ok, 1)  # not issued yet
-    session.issue_tool_call(ok, {}, pair.now)
-    session.issue_tool_call(bad, {}, pair.now)
-    assert not session.is_client_call(ok)
-    assert session.tool_progress(ok, {"pct": 50})
-    assert session.settle_server_call(ok, True)
-    assert session.settle_server_call(bad, False, "INVALID")
-    assert not session.settle_server_call(ok, True)  # settled already
+    assert not session.tool_calls.progress(ok, 1)  # not issued yet
+    session.tool_calls.issue(ok, {}, pair.now)
+    session.tool_calls.issue(bad, {}, pair.now)
+    assert not session.tool_calls.is_client_call(ok)
+    assert session.tool_calls.progress(ok, {"pct": 50})
+    assert session.tool_calls.settle_server_call(ok, True)
+    assert session.tool_calls.settle_server_call(bad, False, "INVALID")
+    assert not session.tool_calls.settle_server_call(ok, True)  # settled already
     pair.settle()
     updates = [(e.call_id, e.phase) for e in pair.client_events if isinstance(e, ToolStreamUpdate)]
     assert updates[-3:] == [(ok, "progress"), (ok, "settled"), (bad, "settled")]
@@ -365,12 +365,12 @@ def test_a_local_interrupt_cancels_unterminated_tool_streams_at_once() -> None:
     pair = tool_pair(TOOL_STREAM)
     session = pair.session
     turn = session.begin_turn("acting")
-    call = session.start_tool_call(turn, "lookup")
+    call = session.tool_calls.start(turn, "lookup")
     assert call is not None
-    done = session.start_tool_call(turn, "search", server_side=True)
+    done = session.tool_calls.start(turn, "search", server_side=True)
     assert done is not None
-    session.issue_tool_call(done, {}, pair.now)
-    session.settle_server_call(done, True)
+    session.tool_calls.issue(done, {}, pair.now)
+    session.tool_calls.settle_server_call(done, True)
     pair.settle()
     pair.client.interrupt("user", pair.now)
     pair.settle()
@@ -393,10 +393,10 @@ def test_output_audio_is_announced_played_and_reported() -> None:
     pair.connect()
     session = pair.session
     turn = session.begin_turn("speaking")
-    item = session.start_audio(turn)
+    item = session.agent_output.start_audio(turn)
     assert item is not None
-    assert session.send_audio(item, FRAME)
-    assert session.send_audio(item, FRAME, played_ms=20.0)
+    assert session.agent_output.send_audio(item, FRAME)
+    assert session.agent_output.send_audio(item, FRAME, played_ms=20.0)
     pair.settle()
     assert AudioStarted(item_id=item, turn_id=turn, epoch=1) in pair.client_events
     chunks = [e for e in pair.client_events if isinstance(e, AudioChunk)]
@@ -418,7 +418,7 @@ def test_output_audio_of_a_closed_epoch_is_never_played() -> None:
     pair.connect()
     session = pair.session
     turn = session.begin_turn("speaking")
-    item = session.start_audio(turn, "i_1")
+    item = session.agent_output.start_audio(turn, "i_1")
     assert item == "i_1"
     pair.settle()
     pair.client.interrupt("user", pair.now)
@@ -426,9 +426,9 @@ def test_output_audio_of_a_closed_epoch_is_never_played() -> None:
     assert link is not None
     link.to_client.held = True
     pair.settle()
-    assert not session.send_audio(item, FRAME)  # the epoch closed on the server too
-    assert session.start_audio(turn) is None
-    assert not session.send_audio("i_unknown", FRAME)
+    assert not session.agent_output.send_audio(item, FRAME)  # the epoch closed on the server too
+    assert session.agent_output.start_audio(turn) is None
+    assert not session.agent_output.send_audio("i_unknown", FRAME)
     link.to_client.held = False
     pair.settle()
     assert [e for e in pair.client_events if isinstance(e, AudioChunk)] == []
@@ -442,9 +442,9 @@ def test_audio_in_flight_when_the_client_interrupts_is_discarded() -> None:
     turn = session.begin_turn("speaking")
     pair.settle()  # the client observed epoch 1
     link.to_client.held = True
-    item = session.start_audio(turn)
+    item = session.agent_output.start_audio(turn)
     assert item is not None
-    session.send_audio(item, FRAME)
+    session.agent_output.send_audio(item, FRAME)
     pair.settle()
     pair.client.interrupt("user", pair.now)  # before the audio arrives
     link.to_client.held = False
@@ -458,12 +458,12 @@ def test_audio_while_parked_is_lost_and_a_resume_announces_the_item_again() -> N
     pair.connect()
     session = pair.session
     turn = session.begin_turn("speaking")
-    item = session.start_audio(turn)
+    item = session.agent_output.start_audio(turn)
     assert item is not None
     pair.cut()
-    assert session.send_audio(item, FRAME)  # lost, but the turn goes on
+    assert session.agent_output.send_audio(item, FRAME)  # lost, but the turn goes on
     pair.connect()
-    session.send_audio(item, FRAME)
+    session.agent_output.send_audio(item, FRAME)
     pair.settle()
     starts = [e for e in pair.client_events if isinstance(e, AudioStarted)]
     assert len(starts) == 1  # the first was lost with the cut: announced again
@@ -532,7 +532,7 @@ def test_a_restored_session_resumes_as_if_it_never_left() -> None:
     turn = pair.session.begin_turn("speaking")
     pair.settle()
     pair.cut()
-    pair.session.send_text(turn, "kept")
+    pair.session.agent_output.send_text(turn, "kept")
     old = pair.session
     outgoing = OutgoingStream(last_seq=old.outgoing.last_seq)
     outgoing.restore(old.outgoing.kept(), old.outgoing.lost_through)
@@ -577,9 +577,9 @@ def test_tool_stream_after_a_terminal_phase_or_of_a_closed_epoch_is_discarded() 
     pair = tool_pair(TOOL_STREAM)
     session = pair.session
     turn = session.begin_turn("acting")
-    call = session.start_tool_call(turn, "search", server_side=True)
+    call = session.tool_calls.start(turn, "search", server_side=True)
     assert call is not None
-    session.fail_tool_call(call, "no arguments")
+    session.tool_calls.fail(call, "no arguments")
     pair.settle()
     late = ToolStream(call_id=call, name="search", turn_id=turn, epoch=1, phase="start")
     inject(pair, late)
@@ -599,7 +599,7 @@ def test_a_call_still_running_when_the_session_fails_sends_nothing() -> None:
     pair.advance(1.0)
     pair.cut()
     for text in ("a", "b"):  # the window of 1 loses the first
-        pair.session.send_text(turn, text)
+        pair.session.agent_output.send_text(turn, text)
     pair.connect()
     assert pair.client.state is ClientState.CLOSED
     written = len(pair.trace)
@@ -632,9 +632,10 @@ def test_an_observer_sees_each_sequenced_message_once_parked_or_not() -> None:
     pair.connect()
     journal = Journal()
     pair.session.observer = journal
+    assert pair.session.observer is journal
     turn = pair.session.begin_turn("speaking")
     pair.cut()
-    pair.session.send_text(turn, "parked")
+    pair.session.agent_output.send_text(turn, "parked")
     pair.connect()
     pair.client.send_text("hi", pair.now)
     pair.client.send_audio(FRAME, pair.now)
@@ -659,6 +660,6 @@ def test_the_client_remembers_a_bounded_number_of_tool_streams() -> None:
     pair = tool_pair(TOOL_STREAM)
     turn = pair.session.begin_turn("acting")
     for _ in range(REMEMBERED_STREAMS + 1):
-        pair.session.start_tool_call(turn, "search", server_side=True)
+        pair.session.tool_calls.start(turn, "search", server_side=True)
     pair.settle()
     assert len(pair.client._streams) == REMEMBERED_STREAMS

@@ -123,7 +123,7 @@ def test_acks_come_within_the_delay_or_after_32_messages() -> None:
     assert acks == [(ACK_DELAY, 1)]
     turn = pair.session.begin_turn("speaking")
     for n in range(ACK_AFTER_MESSAGES - 1):
-        pair.session.send_text(turn, str(n))
+        pair.session.agent_output.send_text(turn, str(n))
     pair.advance(0.0)  # timers due now fire
     client_acks = [(at, m.up_to) for at, m in decoded(pair, "to_server") if isinstance(m, Ack)]
     assert client_acks == [(pair.now, ACK_AFTER_MESSAGES)]  # at once, not after 250 ms
@@ -137,9 +137,9 @@ def test_a_client_call_times_out_while_parked() -> None:
     pair.connect()
     session = pair.session
     turn = session.begin_turn("acting")
-    call_id = session.start_tool_call(turn, "lookup")
+    call_id = session.tool_calls.start(turn, "lookup")
     assert call_id is not None
-    assert session.issue_tool_call(call_id, {"q": 1}, pair.now)
+    assert session.tool_calls.issue(call_id, {"q": 1}, pair.now)
     pair.settle()
     assert [e.call_id for e in pair.client_events if isinstance(e, RunTool)] == [call_id]
     pair.cut()
@@ -161,9 +161,9 @@ def test_a_call_answered_in_time_settles_ok() -> None:
     pair.connect()
     session = pair.session
     turn = session.begin_turn("acting")
-    call_id = session.start_tool_call(turn, "lookup", provider_id="p1")
+    call_id = session.tool_calls.start(turn, "lookup", provider_id="p1")
     assert call_id is not None
-    session.issue_tool_call(call_id, 7, pair.now)
+    session.tool_calls.issue(call_id, 7, pair.now)
     pair.settle()
     settled = [e for e in pair.agent_events if isinstance(e, ToolSettled)]
     assert [(e.call_id, e.provider_id, e.ok, e.output) for e in settled] == [
@@ -185,6 +185,6 @@ def test_a_server_that_notices_a_cut_late_parks_the_session_then() -> None:
     assert pair.session.record.expires_at == pair.now + 10.0
     # The frame in flight reached a client that had moved on: not handled.
     assert [e for e in pair.client_events if isinstance(e, RunTool)] == []
-    pair.session.send_text(turn, "resent")
+    pair.session.agent_output.send_text(turn, "resent")
     pair.connect()
     assert pair.client.incoming.last_seq == 2

@@ -235,9 +235,9 @@ async def full_session_with_auth(server: LiveServer) -> None:
     await client.connect()
     assert await vrt_say(client, "echo hello") == ["hello"]
     assert await vrt_say(client, 'call add {"a": 1, "b": 2}') == ["result ok 3.0"]
-    ws = client._ws
-    assert ws is not None
-    ws.transport.abort()  # the client resumes, with its credential in hello.auth
+    link = client._link
+    assert link is not None
+    link.ws.transport.abort()  # the client resumes, with its credential in hello.auth
     await asyncio.sleep(0.3)
     assert client.connected
     assert await vrt_say(client, "echo again") == ["again"]
@@ -391,8 +391,8 @@ async def test_tls_with_a_generated_certificate(servers: list[LiveServer], tmp_p
     connected = await client.connect()
     assert connected.capabilities is not None
     assert await vrt_say(client, 'call add {"a": 2, "b": 3}') == ["result ok 5.0"]
-    assert client._ws is not None
-    client._ws.transport.abort()
+    assert client._link is not None
+    client._link.ws.transport.abort()
     await asyncio.sleep(0.3)
     assert await vrt_say(client, "echo over tls") == ["over", " tls"]
     await client.close()

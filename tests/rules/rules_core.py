@@ -104,9 +104,9 @@ def issued_client_call(server: Server, now: float = 0.0) -> tuple[str, str]:
     """A client call of a new ``acting`` turn, issued; what was written is taken."""
     session = server.session
     turn_id = session.begin_turn("acting")
-    call_id = session.start_tool_call(turn_id, LOOKUP.name)
+    call_id = session.tool_calls.start(turn_id, LOOKUP.name)
     assert call_id is not None
-    assert session.issue_tool_call(call_id, {"q": "x"}, now)
+    assert session.tool_calls.issue(call_id, {"q": "x"}, now)
     server.written()
     session.take_events()
     return turn_id, call_id

@@ -20,8 +20,8 @@ def test_text_carries_its_turn() -> None:
     server = open_server()
     session = server.session
     turn_id = session.begin_turn("speaking")
-    assert session.send_text(turn_id, "Hello")
-    assert session.send_text(turn_id, " there")
+    assert session.agent_output.send_text(turn_id, "Hello")
+    assert session.agent_output.send_text(turn_id, " there")
     texts: list[AgentText] = server.written().of(AgentText)
     assert [(t.text, t.turn_id) for t in texts] == [("Hello", turn_id), (" there", turn_id)]
 
@@ -32,11 +32,13 @@ def test_transcripts_carry_their_item_and_turn() -> None:
     server = open_server()
     session = server.session
     turn_id = session.begin_turn("speaking")
-    item_id = session.start_audio(turn_id)
+    item_id = session.agent_output.start_audio(turn_id)
     assert item_id is not None
-    assert session.send_transcript("user", "what time is it", item_id="i_user")
-    assert session.send_transcript("agent", "It is", item_id=item_id, turn_id=turn_id)
-    assert session.send_transcript("agent", "It is ten.", item_id=item_id, turn_id=turn_id)
+    assert session.agent_output.send_transcript("user", "what time is it", item_id="i_user")
+    assert session.agent_output.send_transcript("agent", "It is", item_id=item_id, turn_id=turn_id)
+    assert session.agent_output.send_transcript(
+        "agent", "It is ten.", item_id=item_id, turn_id=turn_id
+    )
     said: list[Transcript] = server.written().of(Transcript)
     assert [(t.role, t.text, t.item_id, t.turn_id) for t in said] == [
         ("user", "what time is it", "i_user", None),
@@ -51,13 +53,13 @@ def test_output_audio_frames_are_numbered_one_after_another() -> None:
     server = open_server()
     session = server.session
     turn_id = session.begin_turn("speaking")
-    first = session.start_audio(turn_id)
+    first = session.agent_output.start_audio(turn_id)
     assert first is not None
     for _ in range(3):
-        assert session.send_audio(first, PAYLOAD)
-    second = session.start_audio(turn_id)
+        assert session.agent_output.send_audio(first, PAYLOAD)
+    second = session.agent_output.start_audio(turn_id)
     assert second is not None
-    assert session.send_audio(second, PAYLOAD)
+    assert session.agent_output.send_audio(second, PAYLOAD)
     assert [f.seq for f in server.written().frames] == [0, 1, 2, 3]
 
 
@@ -66,10 +68,10 @@ def test_an_item_is_announced_once_however_many_frames_it_has() -> None:
     server = open_server()
     session = server.session
     turn_id = session.begin_turn("speaking")
-    item_id = session.start_audio(turn_id)
+    item_id = session.agent_output.start_audio(turn_id)
     assert item_id is not None
     for _ in range(3):
-        assert session.send_audio(item_id, PAYLOAD)
+        assert session.agent_output.send_audio(item_id, PAYLOAD)
     written = server.written()
     assert [start.item_id for start in written.of(AudioStart)] == [item_id]
     assert len(written.frames) == 3
@@ -81,10 +83,10 @@ def test_a_frame_counts_what_the_agent_says_was_played() -> None:
     server = open_server()
     session = server.session
     turn_id = session.begin_turn("speaking")
-    item_id = session.start_audio(turn_id)
+    item_id = session.agent_output.start_audio(turn_id)
     assert item_id is not None
-    assert session.send_audio(item_id, PAYLOAD, played_ms=7.0)  # 20 ms of bytes
-    assert session.send_audio(item_id, PAYLOAD, played_ms=5.0)
+    assert session.agent_output.send_audio(item_id, PAYLOAD, played_ms=7.0)  # 20 ms of bytes
+    assert session.agent_output.send_audio(item_id, PAYLOAD, played_ms=5.0)
     session.take_events()
     server.send(Playback(item_id=item_id, played_ms=40), 0.0)
     reports = [e for e in session.take_events() if isinstance(e, PlaybackReported)]
@@ -97,10 +99,10 @@ def test_the_configured_number_of_items_is_remembered() -> None:
     server = open_server(config=ServerConfig(remembered_items=3))
     session = server.session
     turn_id = session.begin_turn("speaking")
-    items = [session.start_audio(turn_id) for _ in range(3)]
+    items = [session.agent_output.start_audio(turn_id) for _ in range(3)]
     assert None not in items
     assert list(session.record.items) == items
-    fourth = session.start_audio(turn_id)
+    fourth = session.agent_output.start_audio(turn_id)
     assert list(session.record.items) == [*items[1:], fourth]
-    assert session.send_audio(items[0] or "", PAYLOAD) is False  # forgotten
-    assert session.send_audio(items[1] or "", PAYLOAD)
+    assert session.agent_output.send_audio(items[0] or "", PAYLOAD) is False  # forgotten
+    assert session.agent_output.send_audio(items[1] or "", PAYLOAD)

@@ -15,6 +15,7 @@ from rules_core import Client, open_client, output_frame, read
 from vrt.protocol.client.events import (
     AudioChunk,
     Connected,
+    ConnectionLost,
     ErrorReceived,
     InterruptedEpoch,
     PlaybackStop,
@@ -43,6 +44,7 @@ from vrt.protocol.messages import (
     Tool,
     Transcript,
     TurnState,
+    UserText,
 )
 from vrt.protocol.tables import ClientState
 
@@ -256,6 +258,7 @@ def test_a_ready_that_does_not_match_the_resume_fails_it() -> None:
     session) is a failed resume: the client closes and reports RESUME_FAILED, saying why."""
     client = open_client()
     client.session.connection_lost(1.0)
+    assert client.session.take_events() == [ConnectionLost(code=None, reconnect=True)]
     client.session.connection_made(1.0)
     client.written()
     fresh = Ready(session_id="s_other", input=PCM16_24K, output=PCM16_24K)
@@ -315,6 +318,7 @@ def test_a_refused_credential_is_reported_with_its_message() -> None:
     message, and the session waits for a fresh credential."""
     client = open_client()
     client.session.connection_lost(1.0)
+    assert client.session.take_events() == [ConnectionLost(code=None, reconnect=True)]
     client.session.connection_made(1.0)
     client.written()
     refused = Error(code=ErrorCode.UNAUTHORIZED, message="token expired", recoverable=False)
@@ -338,6 +342,7 @@ def test_a_resume_the_client_cannot_serve_closes_normally_and_says_why() -> None
     client.session.update_context({"doc": "a"}, 1.0)  # seq 1, never acknowledged
     client.session.outgoing.ack(1)
     client.session.connection_lost(2.0)
+    assert client.session.take_events() == [ConnectionLost(code=None, reconnect=True)]
     client.session.connection_made(2.0)
     client.written()
     ready = Ready(session_id="s_rules", input=PCM16_24K, output=PCM16_24K, resumed_from=5)
@@ -358,6 +363,7 @@ def test_a_dead_connection_is_closed_with_4000_and_says_why() -> None:
     client.session.on_timer(2.5 * client.session.ping_interval)
     closes = client.written().closes
     assert [(c.code, c.reason) for c in closes] == [(4000, "no frame from the server")]
+    assert [c.wait for c in closes] == [False]  # nothing answers a dead connection's close
 
 
 def test_a_closed_session_refuses_to_send_and_says_what_to_do() -> None:
@@ -419,3 +425,94 @@ def test_an_item_announced_again_after_a_resume_keeps_what_was_received() -> Non
     chunks = [e for e in client.session.take_events() if isinstance(e, AudioChunk)]
     assert [e.item_id for e in chunks] == ["i_1"]
     assert client.session.playback("i_1", 1000.0, 3.0) == 50
+
+
+# -- what the driver is told: a resume's resumedFrom, whether to connect again ---------
+
+
+def test_a_resumed_ready_tells_the_driver_its_resumed_from() -> None:
+    """§5.4: ``Connected`` carries ``resumedFrom`` on a resume (the driver need not read
+    the ``ready`` itself), and nothing on a new session."""
+    session = ClientSession()
+    session.connection_made(0.0)
+    new = Ready(session_id="s_1", input=PCM16_24K, output=PCM16_24K)
+    session.receive_text(encode(new, 0), 0.1)
+    [opened] = session.take_events()
+    assert isinstance(opened, Connected)
+    assert (opened.resumed, opened.resumed_from) == (False, None)
+    session.connection_lost(1.0)
+    session.connection_made(1.0)
+    resumed = Ready(session_id="s_1", input=PCM16_24K, output=PCM16_24K, resumed_from=0)
+    session.receive_text(encode(resumed, 0), 1.1)
+    events = session.take_events()
+    assert [(e.resumed, e.resumed_from) for e in events if isinstance(e, Connected)] == [(True, 0)]
+
+
+@pytest.mark.parametrize(
+    ("code", "reconnect"),
+    [(None, True), (1000, False), (1001, True), (1008, False), (1011, True), (4000, True)],
+)
+def test_a_first_connection_ended_before_ready_is_retried_unless_refused(
+    code: int | None, reconnect: bool
+) -> None:
+    """docs/client.md: a first connection that ends before its ``ready`` is tried again
+    with a new ``hello``, unless the server closed it on purpose (1000) or by policy
+    (1008); a lost socket, going away (1001) or an overloaded server (1011) is tried
+    again."""
+    session = ClientSession()
+    session.connection_made(0.0)
+    session.take_outbox()
+    session.connection_lost(1.0, code)
+    assert session.take_events() == [ConnectionLost(code=code, reconnect=reconnect)]
+
+
+def test_an_open_session_reconnects_whatever_the_close_code_and_a_closed_one_never() -> None:
+    """§5.4: a session that was opened is resumed after any close, even 1000 or 4401
+    (only an error ends it); once it is closed, nothing reconnects it."""
+    client = open_client()
+    for code in (1000, 1008, 4401, 4408, None):
+        client.session.connection_lost(1.0, code)
+        assert client.session.take_events() == [ConnectionLost(code=code, reconnect=True)]
+        client.session.connection_made(1.0)
+    refused = Error(code=ErrorCode.RESUME_FAILED, message="gone", recoverable=False)
+    client.session.receive_text(encode(refused, 0), 1.1)
+    assert client.session.state is ClientState.CLOSED
+    client.session.take_events()
+    client.session.connection_lost(1.2, 4404)
+    assert client.session.take_events() == [ConnectionLost(code=4404, reconnect=False)]
+
+
+def test_a_refused_credential_does_not_reconnect_by_itself() -> None:
+    """§5.3: a first connection refused with 4401 is not tried again as it is (the
+    driver may try a fresh credential: ``auth_refused``)."""
+    session = ClientSession()
+    session.connection_made(0.0)
+    refused = Error(code=ErrorCode.UNAUTHORIZED, message="no", recoverable=False)
+    session.receive_text(encode(refused, 0), 0.1)
+    session.take_events()
+    session.connection_lost(0.2, 4401)
+    assert session.take_events() == [ConnectionLost(code=4401, reconnect=False)]
+    assert session.auth_refused
+
+
+def test_what_the_server_never_handled_is_told_with_whether_it_was_written() -> None:
+    """§5.4: the messages the server has not handled are those after the last
+    ``resumedFrom`` that it never acknowledged; each says whether it left the client
+    (written to a connection) or was sent while none was open."""
+    client = open_client()
+    session = client.session
+    session.send_text("handled, never acknowledged", 1.0)  # seq 1
+    session.send_text("written, lost", 1.0)  # seq 2
+    session.connection_lost(2.0)
+    session.send_text("kept while away", 2.0)  # seq 3
+    assert session.unacknowledged() == [
+        (1, UserText(text="handled, never acknowledged"), True),
+        (2, UserText(text="written, lost"), True),
+        (3, UserText(text="kept while away"), False),
+    ]
+    session.connection_made(3.0)
+    resumed = Ready(session_id="s_rules", input=PCM16_24K, output=PCM16_24K, resumed_from=1)
+    session.receive_text(encode(resumed, 0), 3.1)
+    assert [(seq, sent) for seq, _, sent in session.unacknowledged()] == [(2, True), (3, True)]
+    session.outgoing.ack(2)
+    assert [seq for seq, _, _ in session.unacknowledged()] == [3]

@@ -218,7 +218,7 @@ def test_an_ack_sent_while_opening_is_applied_after_ready() -> None:
     server = open_server()
     turn_id = server.session.begin_turn("speaking")  # seq 1
     for n in range(3):
-        server.session.send_text(turn_id, f"{n}")  # seq 2, 3, 4
+        server.session.agent_output.send_text(turn_id, f"{n}")  # seq 2, 3, 4
     server.connection.connection_lost(1.0)
     assert server.session.status == "parked"
     connection = _resuming(server, 2, 2.0)
@@ -270,7 +270,7 @@ def test_a_resume_without_resume_from_resends_from_the_start() -> None:
     session gets every message the server still keeps, from seq 1."""
     server = open_server()
     turn_id = server.session.begin_turn("speaking")  # seq 1
-    server.session.send_text(turn_id, "hello")  # seq 2
+    server.session.agent_output.send_text(turn_id, "hello")  # seq 2
     server.connection.connection_lost(1.0)
     connection = ServerConnection(server.config, 2.0)
     connection.receive_text(encode(Hello(session_id=server.session.session_id), 0), 2.0)

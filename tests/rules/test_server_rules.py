@@ -20,9 +20,9 @@ def _speaking(server: Server) -> tuple[str, str]:
     """A turn speaking its first audio item; the frames so far are taken."""
     session = server.session
     turn_id = session.begin_turn("speaking")
-    item_id = session.start_audio(turn_id)
+    item_id = session.agent_output.start_audio(turn_id)
     assert item_id is not None
-    assert session.send_audio(item_id, PAYLOAD)
+    assert session.agent_output.send_audio(item_id, PAYLOAD)
     assert len(server.written().frames) == 1
     return turn_id, item_id
 
@@ -35,7 +35,7 @@ def test_audio_of_an_interrupted_epoch_is_never_sent() -> None:
     server = open_server()
     _, item_id = _speaking(server)
     assert server.session.interrupt_response()
-    assert server.session.send_audio(item_id, PAYLOAD) is False
+    assert server.session.agent_output.send_audio(item_id, PAYLOAD) is False
     written = server.written()
     assert written.of(Interrupted)
     assert written.frames == []
@@ -48,7 +48,7 @@ def test_audio_of_an_older_epoch_is_not_sent_in_a_new_turn() -> None:
     server.session.interrupt_response()
     server.session.begin_turn("speaking")
     server.written()
-    assert server.session.send_audio(item_id, PAYLOAD) is False
+    assert server.session.agent_output.send_audio(item_id, PAYLOAD) is False
     assert server.written().frames == []
 
 
@@ -104,7 +104,7 @@ def test_a_call_is_issued_once() -> None:
     and sends no second ``tool.call``."""
     server = open_server()
     _, call_id = issued_client_call(server)
-    assert server.session.issue_tool_call(call_id, {"q": "y"}, 1.0) is False
+    assert server.session.tool_calls.issue(call_id, {"q": "y"}, 1.0) is False
     written = server.written()
     assert written.of(ToolCall) == []
     assert written.of(ToolStream) == []
@@ -115,9 +115,9 @@ def test_an_issued_call_cannot_fail_silently() -> None:
     awaits its result, which settles it."""
     server = open_server()
     _, call_id = issued_client_call(server)
-    assert server.session.fail_tool_call(call_id, "too late") is False
+    assert server.session.tool_calls.fail(call_id, "too late") is False
     assert server.written().of(ToolStream) == []
-    assert server.session.is_client_call(call_id)
+    assert server.session.tool_calls.is_client_call(call_id)
     server.send(ToolResult.success(call_id, server.session.epoch, {"a": 1}), 1.0)
     settled = [e for e in server.session.take_events() if isinstance(e, ToolSettled)]
     assert [(e.call_id, e.ok, e.output) for e in settled] == [(call_id, True, {"a": 1})]
@@ -129,16 +129,16 @@ def test_a_call_that_fails_before_it_is_issued_streams_failed() -> None:
     server = open_server()
     session = server.session
     turn_id = session.begin_turn("acting")
-    call_id = session.start_tool_call(turn_id, LOOKUP.name)
+    call_id = session.tool_calls.start(turn_id, LOOKUP.name)
     assert call_id is not None
-    assert session.tool_arguments_delta(call_id, '{"q":')
+    assert session.tool_calls.arguments_delta(call_id, '{"q":')
     server.written()
-    assert session.fail_tool_call(call_id, "the model stopped")
+    assert session.tool_calls.fail(call_id, "the model stopped")
     streams: list[ToolStream] = server.written().of(ToolStream)
     assert [(m.call_id, m.phase, m.message) for m in streams] == [
         (call_id, "failed", "the model stopped")
     ]
-    assert session.fail_tool_call(call_id, "again") is False  # terminal: nothing follows
+    assert session.tool_calls.fail(call_id, "again") is False  # terminal: nothing follows
 
 
 def test_progress_and_settling_are_for_server_calls_only() -> None:
@@ -147,13 +147,13 @@ def test_progress_and_settling_are_for_server_calls_only() -> None:
     server = open_server()
     _, call_id = issued_client_call(server)
     session = server.session
-    assert session.tool_progress(call_id, {"done": 0.5}) is False
-    assert session.settle_server_call(call_id, True) is False
-    assert session.tool_progress("c_unknown", {"done": 0.5}) is False
-    assert session.settle_server_call("c_unknown", True) is False
+    assert session.tool_calls.progress(call_id, {"done": 0.5}) is False
+    assert session.tool_calls.settle_server_call(call_id, True) is False
+    assert session.tool_calls.progress("c_unknown", {"done": 0.5}) is False
+    assert session.tool_calls.settle_server_call("c_unknown", True) is False
     assert server.written().of(ToolStream) == []
     assert session.take_events() == []
-    assert session.is_client_call(call_id)
+    assert session.tool_calls.is_client_call(call_id)
 
 
 def test_a_server_call_reports_progress_and_settles() -> None:
@@ -162,12 +162,12 @@ def test_a_server_call_reports_progress_and_settles() -> None:
     server = open_server()
     session = server.session
     turn_id = session.begin_turn("acting")
-    call_id = session.start_tool_call(turn_id, "web_search", server_side=True)
+    call_id = session.tool_calls.start(turn_id, "web_search", server_side=True)
     assert call_id is not None
-    assert session.issue_tool_call(call_id, {}, 0.0)
+    assert session.tool_calls.issue(call_id, {}, 0.0)
     server.written()
-    assert session.tool_progress(call_id, {"done": 0.5})
-    assert session.settle_server_call(call_id, True)
+    assert session.tool_calls.progress(call_id, {"done": 0.5})
+    assert session.tool_calls.settle_server_call(call_id, True)
     phases = [m.phase for m in server.written().of(ToolStream)]
     assert phases == ["progress", "settled"]
     assert session.take_events() == []  # a server call's outcome is the agent's own

@@ -18,9 +18,9 @@ def _server_call(server: Server) -> str:
     """A server-side call of a new ``acting`` turn, issued; what was written is taken."""
     session = server.session
     turn_id = session.begin_turn("acting")
-    call_id = session.start_tool_call(turn_id, "web_search", server_side=True)
+    call_id = session.tool_calls.start(turn_id, "web_search", server_side=True)
     assert call_id is not None
-    assert session.issue_tool_call(call_id, {"q": "weather"}, 0.0)
+    assert session.tool_calls.issue(call_id, {"q": "weather"}, 0.0)
     server.written()
     return call_id
 
@@ -31,10 +31,10 @@ def test_arguments_complete_carries_the_arguments() -> None:
     server = open_server()
     session = server.session
     turn_id = session.begin_turn("acting")
-    call_id = session.start_tool_call(turn_id, LOOKUP.name)
+    call_id = session.tool_calls.start(turn_id, LOOKUP.name)
     assert call_id is not None
-    assert session.send_text(turn_id, "Let me look.")
-    assert session.issue_tool_call(call_id, {"q": "x"}, 0.0)
+    assert session.agent_output.send_text(turn_id, "Let me look.")
+    assert session.tool_calls.issue(call_id, {"q": "x"}, 0.0)
     written = server.written()
     streams: list[ToolStream] = written.of(ToolStream)
     assert [(s.phase, s.arguments) for s in streams] == [
@@ -51,8 +51,8 @@ def test_progress_carries_what_the_tool_reported() -> None:
     """§7.5: a ``progress`` phase holds the tool's progress, as reported."""
     server = open_server()
     call_id = _server_call(server)
-    assert server.session.tool_progress(call_id, {"done": 0.5})
-    assert server.session.tool_progress(call_id, {"done": 0.75})
+    assert server.session.tool_calls.progress(call_id, {"done": 0.5})
+    assert server.session.tool_calls.progress(call_id, {"done": 0.75})
     streams: list[ToolStream] = server.written().of(ToolStream)
     assert [(s.phase, s.progress) for s in streams] == [
         ("progress", {"done": 0.5}),
@@ -67,12 +67,12 @@ def test_a_failed_server_call_settles_with_its_code_or_failed() -> None:
     for code, expected in cases:
         server = open_server()
         call_id = _server_call(server)
-        assert server.session.settle_server_call(call_id, False, code=code)
+        assert server.session.tool_calls.settle_server_call(call_id, False, code=code)
         streams: list[ToolStream] = server.written().of(ToolStream)
         assert [(s.phase, s.ok, s.code) for s in streams] == [("settled", False, expected)]
     server = open_server()
     call_id = _server_call(server)
-    assert server.session.settle_server_call(call_id, True)
+    assert server.session.tool_calls.settle_server_call(call_id, True)
     streams = server.written().of(ToolStream)
     assert [(s.phase, s.ok, s.code) for s in streams] == [("settled", True, UNSET)]
 
@@ -98,13 +98,13 @@ def test_a_call_past_the_pending_bound_fails_with_its_reason() -> None:
     server = open_server(config=replace(ServerConfig(), max_pending_calls=1))
     session = server.session
     turn_id = session.begin_turn("acting")
-    first = session.start_tool_call(turn_id, LOOKUP.name)
-    second = session.start_tool_call(turn_id, LOOKUP.name)
+    first = session.tool_calls.start(turn_id, LOOKUP.name)
+    second = session.tool_calls.start(turn_id, LOOKUP.name)
     assert first is not None
     assert second is not None
-    assert session.issue_tool_call(first, {}, 0.0)
+    assert session.tool_calls.issue(first, {}, 0.0)
     server.written()
-    assert session.issue_tool_call(second, {}, 0.0) is False
+    assert session.tool_calls.issue(second, {}, 0.0) is False
     streams: list[ToolStream] = server.written().of(ToolStream)
     assert [(s.call_id, s.phase, s.message) for s in streams] == [
         (second, "failed", "too many tool calls await a result (§11)")

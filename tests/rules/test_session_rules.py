@@ -89,7 +89,7 @@ def test_the_kept_messages_are_bounded_in_bytes_and_a_resume_past_them_fails() -
     session = server.session
     turn_id = session.begin_turn("speaking")
     for n in range(6):
-        assert session.send_text(turn_id, f"{n}" * 100)  # about 150 bytes each
+        assert session.agent_output.send_text(turn_id, f"{n}" * 100)  # about 150 bytes each
     last = session.outgoing.last_seq
     assert last == 7
     resumed = _resume(server, last - 1, 1.0)
@@ -110,7 +110,7 @@ def test_a_restored_session_keeps_its_config() -> None:
     session = ServerSession.restore(
         old.record, config, outgoing=old.outgoing, incoming=IncomingStream()
     )
-    session.attach(server.connection)
+    session.attach(server.connection, 1.0)
     session.receive_sequenced(Decoded(1, ContextUpdate(context="x" * 64)), 1.0)
     assert session.context is None
     assert [e.code for e in read(session.take_outbox(), by="server").of(Error)] == [
@@ -169,7 +169,7 @@ def test_the_observer_sees_each_message_as_it_is_sent() -> None:
 
     session.observer = Observer()
     turn_id = session.begin_turn("speaking")
-    session.send_text(turn_id, "hi")
+    session.agent_output.send_text(turn_id, "hi")
     assert [seq for seq, _, _ in seen] == [1, 2]
     for seq, message, data in seen:
         decoded = decode_server(data)
@@ -183,7 +183,7 @@ def test_the_observer_sees_each_message_as_it_is_sent() -> None:
 def test_input_audio_given_to_the_session_is_the_agents_event() -> None:
     """§8.1: an input frame's payload and audio seq reach the agent unchanged."""
     session = open_server().session
-    session.receive_audio(b"\x01\x02", 7)
+    session.audio_received(AudioReceived(payload=b"\x01\x02", seq=7))
     assert session.take_events() == [AudioReceived(payload=b"\x01\x02", seq=7)]
 
 
@@ -236,14 +236,14 @@ def test_an_interrupt_settles_only_the_issued_client_calls_for_the_agent() -> No
     server = open_server()
     session = server.session
     turn_id = session.begin_turn("acting")
-    issued = session.start_tool_call(turn_id, LOOKUP.name)
-    unissued = session.start_tool_call(turn_id, LOOKUP.name)
-    server_call = session.start_tool_call(turn_id, "web_search", server_side=True)
+    issued = session.tool_calls.start(turn_id, LOOKUP.name)
+    unissued = session.tool_calls.start(turn_id, LOOKUP.name)
+    server_call = session.tool_calls.start(turn_id, "web_search", server_side=True)
     assert issued is not None
     assert unissued is not None
     assert server_call is not None
-    assert session.issue_tool_call(issued, {"q": "x"}, 0.0)
-    assert session.issue_tool_call(server_call, {}, 0.0)
+    assert session.tool_calls.issue(issued, {"q": "x"}, 0.0)
+    assert session.tool_calls.issue(server_call, {}, 0.0)
     server.written()
     session.take_events()
     server.send(Interrupt(epoch=session.epoch, reason="user"), 1.0)
@@ -264,14 +264,14 @@ def test_a_result_for_a_server_call_is_ignored() -> None:
     server = open_server()
     session = server.session
     turn_id = session.begin_turn("acting")
-    call_id = session.start_tool_call(turn_id, "web_search", server_side=True)
+    call_id = session.tool_calls.start(turn_id, "web_search", server_side=True)
     assert call_id is not None
-    assert session.issue_tool_call(call_id, {}, 0.0)
+    assert session.tool_calls.issue(call_id, {}, 0.0)
     server.written()
     server.send(ToolResult.success(call_id, session.epoch, {"forged": True}), 1.0)
     assert session.take_events() == []
     assert server.written().of(ToolStream) == []
-    assert session.settle_server_call(call_id, True)
+    assert session.tool_calls.settle_server_call(call_id, True)
 
 
 @pytest.mark.parametrize("message", ["the user said no", None])
@@ -311,7 +311,7 @@ def test_a_call_never_issued_fails_when_its_turn_ends() -> None:
     server = open_server()
     session = server.session
     turn_id = session.begin_turn("acting")
-    call_id = session.start_tool_call(turn_id, LOOKUP.name)
+    call_id = session.tool_calls.start(turn_id, LOOKUP.name)
     assert call_id is not None
     server.written()
     assert session.end_turn(turn_id)

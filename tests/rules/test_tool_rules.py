@@ -104,12 +104,12 @@ def test_a_client_call_without_a_result_times_out() -> None:
     server = open_server(config=ServerConfig(tool_timeout=30.0))
     session = server.session
     turn_id = session.begin_turn("acting")
-    own = session.start_tool_call(turn_id, "web_search", server_side=True)
-    call_id = session.start_tool_call(turn_id, LOOKUP.name)
+    own = session.tool_calls.start(turn_id, "web_search", server_side=True)
+    call_id = session.tool_calls.start(turn_id, LOOKUP.name)
     assert own is not None
     assert call_id is not None
-    assert session.issue_tool_call(own, {}, 0.0)
-    assert session.issue_tool_call(call_id, {}, 0.0)
+    assert session.tool_calls.issue(own, {}, 0.0)
+    assert session.tool_calls.issue(call_id, {}, 0.0)
     session.take_events()
     assert session.timer_deadline() == 30.0
     server.connection.on_timer(29.9)
@@ -126,11 +126,11 @@ def test_the_bound_on_calls_awaiting_a_result_counts_client_calls_only() -> None
     server = open_server(config=ServerConfig(max_pending_calls=2))
     session = server.session
     turn_id = session.begin_turn("acting")
-    own = session.start_tool_call(turn_id, "web_search", server_side=True)
+    own = session.tool_calls.start(turn_id, "web_search", server_side=True)
     assert own is not None
-    assert session.issue_tool_call(own, {}, 0.0)
-    ids = [session.start_tool_call(turn_id, LOOKUP.name) for _ in range(3)]
-    assert [session.issue_tool_call(i, {}, 0.0) for i in ids if i is not None] == [
+    assert session.tool_calls.issue(own, {}, 0.0)
+    ids = [session.tool_calls.start(turn_id, LOOKUP.name) for _ in range(3)]
+    assert [session.tool_calls.issue(i, {}, 0.0) for i in ids if i is not None] == [
         True,
         True,
         False,

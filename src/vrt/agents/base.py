@@ -17,7 +17,7 @@ import logging
 from collections import deque
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterable
 from contextvars import ContextVar
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Final, Protocol, Self, TypeAlias, runtime_checkable
 
 from ..errors import VrtException
@@ -154,6 +154,8 @@ class AgentSession:
         self.dropped_audio = 0
         self._wakeup: asyncio.Future[None] | None = None
         self._waiting: dict[str, asyncio.Future[ToolSettled]] = {}
+        #: What the handles of this session (Turn, AudioItem, ToolCallHandle) act on.
+        self._seam = _Seam(session, flush, self._replied, self._waiting)
         #: Measures each response, when the server has metrics or traces
         #: (``responses.py``): the methods below tell it what the turn does.
         self.watch: ResponseWatch | None = None
@@ -355,28 +357,57 @@ class AgentSession:
         """A user transcript, for ``turn`` (default: the turn in progress). A transcription
         that ends after its speech's turn is over still belongs to that turn: pass it."""
         turn_id = turn.id if turn is not None else self._session.turn_id
-        self._session.send_transcript("user", text, final=final, item_id=item_id, turn_id=turn_id)
+        self._session.agent_output.send_transcript(
+            "user", text, final=final, item_id=item_id, turn_id=turn_id
+        )
         self._flush()
 
     def error(self, message: str, *, recoverable: bool = True) -> None:
         """Report ``AGENT_ERROR`` (§9.2) to the client."""
-        self._session.agent_error(message, recoverable=recoverable)
+        self._session.agent_output.error(message, recoverable=recoverable)
         self._flush()
-
-    def _provider_members(self, turn_id: str | None, call_id: str | None, members: Any) -> None:
-        # The session's observer (a shared store's journal) keeps them; without one
-        # nothing outlives this process, so there is nothing to keep.
-        observer = getattr(self._session, "observer", None)
-        keep = getattr(observer, "provider_members", None)
-        if callable(keep):
-            keep(turn_id, call_id, members)
 
     def close(self, message: str) -> None:
         """End the session for good: ``AGENT_ERROR`` (not recoverable), then close 1000
         (§5.6). The agent's ``run`` is cancelled."""
-        self._session.agent_error(message, recoverable=False)
+        self._session.agent_output.error(message, recoverable=False)
         self._session.close(message)
         self._flush()
+
+
+class _Seam:
+    """What the handles of an agent session (:class:`Turn`, :class:`AudioItem`,
+    :class:`ToolCallHandle`) act on: the server's session and its parts, the write that
+    follows each action (``flush``) and the client calls awaiting their result."""
+
+    __slots__ = ("core", "flush", "replied", "waiting")
+
+    def __init__(
+        self,
+        core: ServerSession,
+        flush: Callable[[], None],
+        replied: Callable[[], None],
+        waiting: dict[str, asyncio.Future[ToolSettled]],
+    ) -> None:
+        self.core = core
+        self.flush = flush
+        #: Called instead of ``flush`` after an action that sent a reply (the driver
+        #: writes a delivery's first reply at once).
+        self.replied = replied
+        self.waiting = waiting
+
+    def provider_members(self, turn_id: str | None, call_id: str | None, members: Any) -> None:
+        # The session's observer (a shared store's journal) keeps them; without one
+        # nothing outlives this process, so there is nothing to keep.
+        observer = getattr(self.core, "observer", None)
+        keep = getattr(observer, "provider_members", None)
+        if callable(keep):
+            keep(turn_id, call_id, members)
+
+
+def _seam(session: AgentSession) -> _Seam:
+    """The seam of ``session``, for its handles."""
+    return session._seam  # noqa: SLF001 - the handles are the session's own, in its module
 
 
 @dataclass(frozen=True, slots=True)
@@ -386,37 +417,41 @@ class Turn:
 
     session: AgentSession
     id: str
+    _seam: _Seam = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "_seam", _seam(self.session))
 
     @property
     def active(self) -> bool:
-        return self.session._session.turn_id == self.id
+        return self._seam.core.turn_id == self.id
 
     def _done(self, result: bool) -> bool:
-        self.session._flush()
+        self._seam.flush()
         return result
 
     def _sent(self, sent: bool) -> bool:
         """A reply was sent, or nothing was: the driver is told which."""
-        session = self.session
-        (session._replied if sent else session._flush)()
+        seam = self._seam
+        (seam.replied if sent else seam.flush)()
         return sent
 
     def state(self, state: TurnStateName) -> bool:
-        changed = self.session._session.set_state(self.id, state)
+        changed = self._seam.core.set_state(self.id, state)
         watch = self.session.watch
         if changed and watch is not None:
             watch.turn(self.id, state)
         return self._done(changed)
 
     def text(self, chunk: str) -> bool:
-        sent = self.session._session.send_text(self.id, chunk)
+        sent = self._seam.core.agent_output.send_text(self.id, chunk)
         watch = self.session.watch
         if sent and watch is not None:
             watch.text(self.id)
         return self._sent(sent)
 
     def transcript(self, text: str, *, final: bool = True, item_id: str | None = None) -> bool:
-        sent = self.session._session.send_transcript(
+        sent = self._seam.core.agent_output.send_transcript(
             "agent", text, final=final, item_id=item_id, turn_id=self.id
         )
         watch = self.session.watch
@@ -426,8 +461,8 @@ class Turn:
 
     def audio(self, item_id: str | None = None) -> AudioItem | None:
         """Begin an output audio item (``audio.start``, §8.3)."""
-        started = self.session._session.start_audio(self.id, item_id)
-        self.session._flush()
+        started = self._seam.core.agent_output.start_audio(self.id, item_id)
+        self._seam.flush()
         return AudioItem(self.session, started) if started is not None else None
 
     def tool_call(
@@ -435,11 +470,10 @@ class Turn:
     ) -> ToolCallHandle | None:
         """Begin a tool call whose arguments will stream; None when the turn is over or
         the client does not host ``name`` (for a client tool)."""
-        server_session = self.session._session
-        call_id = server_session.start_tool_call(
+        call_id = self._seam.core.tool_calls.start(
             self.id, name, provider_id=provider_id, server_side=server_side
         )
-        self.session._flush()
+        self._seam.flush()
         return ToolCallHandle(self.session, call_id) if call_id is not None else None
 
     async def call_tool(
@@ -457,11 +491,11 @@ class Turn:
         whose text was just sent (e.g. DeepSeek's ``reasoning_content``): kept with
         that text in a shared store's conversation log, so that ``restore`` gives it
         back to an agent rebuilt on another process. Opaque to the server."""
-        self.session._provider_members(self.id, None, members)
+        self._seam.provider_members(self.id, None, members)
 
     def end(self) -> bool:
         """The turn is done (``turn.state idle``)."""
-        ended = self.session._session.end_turn(self.id)
+        ended = self._seam.core.end_turn(self.id)
         watch = self.session.watch
         if ended and watch is not None:
             watch.turn(self.id, "idle")
@@ -472,16 +506,20 @@ class Turn:
 class AudioItem:
     session: AgentSession
     id: str
+    _seam: _Seam = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "_seam", _seam(self.session))
 
     def write(self, payload: bytes, duration_ms: float | None = None) -> bool:
         """One output frame in the session's output format; False once the turn is over.
         While the client is disconnected frames are lost (§5.4) but True: the turn goes on."""
-        session = self.session
-        sent = session._session.send_audio(self.id, payload, duration_ms)
-        watch = session.watch  # per frame: this test alone, once the first was timed
+        seam = self._seam
+        sent = seam.core.agent_output.send_audio(self.id, payload, duration_ms)
+        watch = self.session.watch  # per frame: this test alone, once the first was timed
         if watch is not None and watch.audio_due and sent:
             watch.audio()
-        (session._replied if sent else session._flush)()
+        (seam.replied if sent else seam.flush)()
         return sent
 
 
@@ -489,26 +527,29 @@ class AudioItem:
 class ToolCallHandle:
     session: AgentSession
     call_id: str
+    _seam: _Seam = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "_seam", _seam(self.session))
 
     def delta(self, fragment: str) -> bool:
         """The next fragment of the arguments' JSON text (§7.4, §7.5)."""
-        server_session = self.session._session
-        return self._done(server_session.tool_arguments_delta(self.call_id, fragment))
+        return self._done(self._seam.core.tool_calls.arguments_delta(self.call_id, fragment))
 
     def issue(self, arguments: Any) -> asyncio.Future[ToolSettled]:
         """The arguments are complete: a client tool is called, and the future resolves
         with its one result; a server tool starts running (the future resolves at once
         with ok; report its end with :meth:`settle`)."""
-        session = self.session
+        seam = self._seam
         future: asyncio.Future[ToolSettled] = asyncio.get_running_loop().create_future()
-        issued = session._session.issue_tool_call(self.call_id, arguments, session.now())
+        issued = seam.core.tool_calls.issue(self.call_id, arguments, self.session.now())
         # A client tool call is a reply (it goes to the client); a server one is not.
-        client = issued and session._session.is_client_call(self.call_id)
-        (session._replied if client else session._flush)()
+        client = issued and seam.core.tool_calls.is_client_call(self.call_id)
+        (seam.replied if client else seam.flush)()
         if not issued:
             future.set_result(_not_called("", "", None, self.call_id))
         elif client:
-            session._waiting[self.call_id] = future
+            seam.waiting[self.call_id] = future
         else:
             future.set_result(
                 ToolSettled(call_id=self.call_id, provider_id=None, name="", turn_id="", ok=True)
@@ -519,22 +560,22 @@ class ToolCallHandle:
         """What the model's provider attached to this call (e.g. Gemini 3's thought
         signature), given before :meth:`issue`: kept with the call in a shared store's
         conversation log (as :meth:`Turn.provider_members`)."""
-        self.session._provider_members(None, self.call_id, members)
+        self._seam.provider_members(None, self.call_id, members)
 
     def progress(self, progress: Any) -> bool:
         """Progress of a running server tool (only visible with tool-stream-v1)."""
-        return self._done(self.session._session.tool_progress(self.call_id, progress))
+        return self._done(self._seam.core.tool_calls.progress(self.call_id, progress))
 
     def settle(self, ok: bool, code: FailureCode | None = None) -> bool:
         """A server tool finished; its output stays on the server (§7.5)."""
-        return self._done(self.session._session.settle_server_call(self.call_id, ok, code))
+        return self._done(self._seam.core.tool_calls.settle_server_call(self.call_id, ok, code))
 
     def fail(self, message: str) -> bool:
         """The model stopped before completing the arguments (§7.5 ``failed``)."""
-        return self._done(self.session._session.fail_tool_call(self.call_id, message))
+        return self._done(self._seam.core.tool_calls.fail(self.call_id, message))
 
     def _done(self, result: bool) -> bool:
-        self.session._flush()
+        self._seam.flush()
         return result
 
 

@@ -182,7 +182,13 @@ class LogSlot:
     @entry.setter
     def entry(self, entry: HistoryEntry | None) -> None:
         old, self._entry = self._entry, entry
-        self._log._resized(_size(entry) - _size(old))
+        self._log.resized(_size(entry) - _size(old))
+
+    def detach(self) -> None:
+        """Dropped from its log: its entry goes, and a late write to it changes nothing
+        there."""
+        self._entry = None
+        self._log = _DETACHED
 
 
 class ConversationLog:
@@ -217,20 +223,21 @@ class ConversationLog:
     def chars(self) -> int:
         return self._chars
 
-    def _resized(self, change: int) -> None:
+    def resized(self, change: int) -> None:
+        """A slot's entry grew by ``change`` characters (or shrank): the oldest slots go
+        while the entries take more than ``max_chars``."""
         self._chars += change
         while self._chars > self.max_chars and len(self._slots) > 1:
             oldest = self._slots.popleft()
             self._chars -= _size(oldest.entry)
             self.dropped += 1
-            oldest._entry = None  # a late write to it changes nothing here
-            oldest._log = _DETACHED
+            oldest.detach()
 
 
 class _Detached(ConversationLog):
     """Where slots dropped from their log point: writes to them count nowhere."""
 
-    def _resized(self, change: int) -> None:
+    def resized(self, change: int) -> None:
         del change
 
 

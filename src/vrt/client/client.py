@@ -40,22 +40,20 @@ from ..protocol.client import (
     ClientSession,
     ClientState,
     Connected,
+    ConnectionLost,
     RunTool,
     SessionFailed,
 )
 from ..protocol.errors import LocalProtocolError
 from ..protocol.messages import (
     UNSET,
-    ContextUpdate,
+    ClientSequencedMessage,
     Format,
-    Interrupt,
     InterruptReason,
-    Playback,
-    ToolResult,
     UnsetType,
     UserText,
 )
-from ..protocol.outputs import Close, CloseCode, Output, SendBinary, SendText
+from ..protocol.outputs import Close, CloseCode, Output, dispatch
 from .tls import describe_tls_error, system_context, system_trust
 from .tools import ClientTool, ToolContext, ToolError
 
@@ -154,9 +152,6 @@ class ToolFinished(msgspec.Struct, frozen=True, kw_only=True):
     message: str | None = None
 
 
-ClientMessage: TypeAlias = UserText | ContextUpdate | Interrupt | Playback | ToolResult
-
-
 class UndeliveredMessage(msgspec.Struct, frozen=True, kw_only=True):
     """One message of yours the server never acknowledged.
 
@@ -166,7 +161,7 @@ class UndeliveredMessage(msgspec.Struct, frozen=True, kw_only=True):
     """
 
     seq: int
-    message: ClientMessage
+    message: ClientSequencedMessage
     sent: bool
 
     @property
@@ -200,37 +195,40 @@ Event: TypeAlias = ClientEvent | Disconnected | SessionClosed | ToolFinished | U
 
 CredentialHook: TypeAlias = Callable[[], Awaitable[str | dict[str, Any] | None]]
 
-#: Reads back the client's own kept messages for an :class:`Undelivered` report.
-_OWN_MESSAGES: Final = msgspec.json.Decoder(ClientMessage)
-
-
-class _ReadyPeek(msgspec.Struct, rename="camel"):
-    type: str = ""
-    resumed_from: int | None = None
-
-
-_READY_PEEK: Final = msgspec.json.Decoder(_ReadyPeek)
-
 #: The most an action writes itself (see VrtClient._flush_and_send), write buffer
 #: included: half websockets' default high-water mark (32 KiB, ``write_limit``), so
 #: that such a write never makes ``ws.send`` wait for the drain.
 _DIRECT_WRITE_MAX: Final = 16 << 10
 
-#: The events the driver acts on before passing them on (see VrtClient._handle).
-_DRIVER_EVENTS: Final = frozenset({RunTool, CancelTool, Connected, SessionFailed})
-
-#: Close codes that end a first connection before ``ready`` for good: the server
-#: closed on purpose (1000), or refused by policy (1008) or the credential (4401).
-_FINAL_BEFORE_READY: Final = frozenset({CloseCode.NORMAL, CloseCode.POLICY, CloseCode.UNAUTHORIZED})
+#: The events the driver acts on (see VrtClient._handle): all but ConnectionLost, which
+#: only the driver reads, are then passed on.
+_DRIVER_EVENTS: Final = frozenset({RunTool, CancelTool, Connected, SessionFailed, ConnectionLost})
 
 
-def _resumed_from(data: str) -> int | None:
-    """``resumedFrom`` of a ``ready``; None for any other text."""
-    try:
-        peek = _READY_PEEK.decode(data)
-    except msgspec.DecodeError:
-        return None
-    return peek.resumed_from if peek.type == "ready" else None
+class _Link:
+    """One WebSocket of the client, as the core's outputs are written to it
+    (:func:`~vrt.protocol.outputs.dispatch`): each method gives what to await."""
+
+    __slots__ = ("over", "ws")
+
+    def __init__(self, ws: ClientConnection) -> None:
+        self.ws = ws
+        #: The connection was closed under a write, or its Close was written: nothing
+        #: more is written to it (what is pending stays unsent).
+        self.over = False
+
+    def text(self, data: bytes) -> Awaitable[None]:
+        return self.ws.send(data, text=True)
+
+    def binary(self, data: bytes) -> Awaitable[None]:
+        return self.ws.send(data)
+
+    async def close(self, close: Close) -> None:
+        self.over = True
+        # §4.4: a dead connection gets its close frame but no wait for an answer that
+        # will not come (the core says so: ``wait``); the resume starts at once.
+        timeout = CLOSE_TIMEOUT if close.wait else DEAD_CLOSE_TIMEOUT
+        await asyncio.wait_for(self.ws.close(close.code, close.reason), timeout)
 
 
 class _EventQueue:
@@ -479,7 +477,8 @@ class VrtClient:
         self.undelivered: tuple[UndeliveredMessage, ...] = ()
         self._trusted = "the ssl_context passed to VrtClient"
         self._events = _EventQueue(max_unread_events, max_unread_bytes)
-        self._ws: ClientConnection | None = None
+        #: The current WebSocket, as outputs are written to it.
+        self._link: _Link | None = None
         #: What the core gave to write on the current connection and nobody has taken
         #: yet, in the core's order; the writer task takes it whole (see _write).
         self._pending: list[Output] = []
@@ -487,13 +486,10 @@ class VrtClient:
         #: when something is pending, it ends when nothing is (an idle session keeps
         #: no task and no future for it).
         self._writer: asyncio.Task[None] | None = None
-        #: The current connection was closed under a write, or its Close was written:
-        #: nothing more is written to it (what is pending stays unsent, as before).
-        self._writes_over = False
         #: The connection an action is writing to directly (see _flush_and_send): no
         #: writer is started until it is done, so that what is flushed meanwhile goes
         #: after it.
-        self._sending: ClientConnection | None = None
+        self._sending: _Link | None = None
         # The core's next deadline (heartbeat, acks, tool timeouts), while connected.
         # With when it is due: one attribute, not two, so that an instance holds at
         # most 29 and keeps CPython's shared-key __dict__ (30 and up take a dict of
@@ -506,9 +502,8 @@ class VrtClient:
         self._stopped: str | None = None  # why the client stopped; SessionClosed was emitted
         self._opened = False  # the current connection got its ready
         self._failure: SessionFailed | None = None
-        #: The highest seq of ours written to a connection / known handled by the server.
-        self._written_through = 0
-        self._handled_through = 0
+        #: How the core saw the last connection end: whether to connect again.
+        self._lost: ConnectionLost | None = None
 
     # -- lifecycle --
 
@@ -532,9 +527,9 @@ class VrtClient:
     async def close(self) -> None:
         """Close the connection (1000); the session is not resumed after this."""
         self._closing = True
-        if self._ws is not None:
+        if self._link is not None:
             with contextlib.suppress(Exception):
-                await asyncio.wait_for(self._ws.close(1000, "client done"), CLOSE_TIMEOUT)
+                await asyncio.wait_for(self._link.ws.close(1000, "client done"), CLOSE_TIMEOUT)
         if self._runner is not None:
             self._runner.cancel()
             with contextlib.suppress(asyncio.CancelledError):
@@ -643,16 +638,12 @@ class VrtClient:
                 self._handle(event)
             if not again:
                 break
-        if core.state is ClientState.OPEN:
-            # While open, the session writes every sequenced message as it is sent,
-            # and on ready it resent all the kept ones (§5.4).
-            self._written_through = core.outgoing.last_seq
         self._arm_timer()
 
     def _wake_writer(self) -> None:
-        ws = self._ws
-        if self._pending and self._writer is None and ws is not None and not self._writes_over:
-            self._writer = asyncio.get_running_loop().create_task(self._write(ws))
+        link = self._link
+        if self._pending and self._writer is None and link is not None and not link.over:
+            self._writer = asyncio.get_running_loop().create_task(self._write(link))
 
     async def _flush_and_send(self) -> None:
         """:meth:`_flush`, then write what it gave from this task when no writer is
@@ -669,22 +660,23 @@ class VrtClient:
         ends the writer: quietly, the rest unsent, every sequenced message still kept
         by the core to resend on resume (§5.4).
         """
-        ws = self._ws
+        link = self._link
         if (
-            ws is None
+            link is None
             or self._writer is not None
             or self._sending is not None
             or self._pending
-            or self._writes_over
+            or link.over
         ):
             self._flush()
             return
-        self._sending = ws
+        self._sending = link
         try:
             self._flush()
             pending = self._pending
+            ws = link.ws
             transport = ws.transport
-            while pending and self._ws is ws:
+            while pending and self._link is link:
                 item = pending[0]
                 if (
                     isinstance(item, Close)
@@ -694,15 +686,11 @@ class VrtClient:
                 ):
                     break  # the writer's, as before
                 del pending[0]
-                if type(item) is SendText:
-                    await ws.send(item.data, text=True)
-                else:
-                    await ws.send(item.data)
+                await dispatch(item, link)
         except websockets.ConnectionClosed:
-            if self._ws is ws:
-                self._writes_over = True  # as the writer stops at this
+            link.over = True  # as the writer stops at this
         finally:
-            if self._sending is ws:
+            if self._sending is link:
                 self._sending = None
             self._wake_writer()
 
@@ -710,7 +698,7 @@ class VrtClient:
         """Schedule the core's next deadline while connected. A timer already due no
         later stays: it is cheaper than a new one per flush, and when it fires the core
         does what is due then and this re-arms for the rest."""
-        deadline = self.core.timer_deadline() if self._ws is not None else None
+        deadline = self.core.timer_deadline() if self._link is not None else None
         timer = self._timer
         if deadline is None:
             if timer is not None:
@@ -726,7 +714,7 @@ class VrtClient:
 
     def _on_timer(self) -> None:
         self._timer = None
-        if self._ws is not None:
+        if self._link is not None:
             self.core.on_timer(self._now())
             self._flush()
 
@@ -751,9 +739,12 @@ class VrtClient:
             self._opened = True
             if self._ready is not None and not self._ready.done():
                 self._ready.set_result(event)
+        elif isinstance(event, ConnectionLost):
+            self._lost = event  # the driver's to act on: the application gets Disconnected
+            return
         elif isinstance(event, SessionFailed):
             self._failure = event
-            retrying = event.code == "UNAUTHORIZED" and self.fresh_credential is not None
+            retrying = self.core.auth_refused and self.fresh_credential is not None
             if not retrying and self._ready is not None and not self._ready.done():
                 self._ready.set_exception(VrtError(event.code, event.message))
         events.put(event)
@@ -783,7 +774,7 @@ class VrtClient:
             self._ready.set_exception(VrtError(LIMIT_EXCEEDED, message))
         events.put(failed)
         self._stop(message, LIMIT_EXCEEDED)
-        if self._ws is not None and not self._writes_over:
+        if self._link is not None and not self._link.over:
             self._pending.append(Close(code=CloseCode.NORMAL, reason="too many unread events"))
             self._wake_writer()
 
@@ -859,21 +850,29 @@ class VrtClient:
                 if ended.too_big is not None:
                     self._fail(LIMIT_EXCEEDED, self._too_big(ended.too_big))
                     return
+                # Whether the session goes on over a new connection is the core's to say
+                # (ConnectionLost); when no WebSocket opened, or a first one got no
+                # ready within open_timeout (connect() fails then), only a session
+                # that was opened is resumed.
+                lost = self._lost
+                if ended.error is not None or lost is None:
+                    goes_on = core.resumable
+                else:
+                    goes_on = lost.reconnect
                 if core.auth_refused:
                     fresh = await self.fresh_credential() if self.fresh_credential else None
                     if fresh is None:
                         self._stop("the server refused the credential (UNAUTHORIZED)")
                         return
                     core.auth = fresh
-                elif self.reconnect and self._may_open_again(ended):
+                elif not (self.reconnect and goes_on):
+                    self._stop(*self._why_ended(ended))
+                    return
+                elif deadline is None and math.isfinite(self.give_up_after):
                     # The first connection opened but died before its ready: nothing
                     # was opened, so a fresh hello is safe; it gets the same give-up
                     # time as a resume.
-                    if deadline is None and math.isfinite(self.give_up_after):
-                        deadline = now + self.give_up_after
-                elif not (self.reconnect and core.resumable):
-                    self._stop(*self._why_ended(ended))
-                    return
+                    deadline = now + self.give_up_after
                 if deadline is not None and now >= deadline:
                     self._give_up(ended, attempt)
                     return
@@ -899,21 +898,6 @@ class VrtClient:
         finally:
             if self._ready is not None and not self._ready.done():
                 self._ready.set_exception(VrtError("CLOSED", "the client stopped"))
-
-    def _may_open_again(self, ended: _Ended) -> bool:
-        """Whether a first connection that ended before ``ready`` is worth a fresh
-        ``hello``: the WebSocket opened and nothing refused the session. A server that
-        cannot be reached fails ``connect()`` at once (CONNECT_FAILED); one that
-        closed on purpose (1000, 1008) or refused the hello (an error, which closes
-        the core) is not asked twice. A connection lost, declared dead by the
-        heartbeat (§4.4), or closed as going away or overloaded is tried again."""
-        core = self.core
-        return (
-            core.session_id is None
-            and core.state is not ClientState.CLOSED
-            and ended.error is None
-            and ended.code not in _FINAL_BEFORE_READY
-        )
 
     def _too_big(self, size: int | None) -> str:
         what = f"a message of {size} bytes" if size else "a larger message"
@@ -980,11 +964,8 @@ class VrtClient:
     def _unacknowledged(self) -> tuple[UndeliveredMessage, ...]:
         """Our kept messages the server has not handled, read back from their bytes."""
         return tuple(
-            UndeliveredMessage(
-                seq=seq, message=_OWN_MESSAGES.decode(data), sent=seq <= self._written_through
-            )
-            for seq, data in self.core.outgoing.kept()
-            if seq > self._handled_through
+            UndeliveredMessage(seq=seq, message=message, sent=sent)
+            for seq, message, sent in self.core.unacknowledged()
         )
 
     def _ssl(self) -> ssl.SSLContext | None:
@@ -1037,10 +1018,11 @@ class VrtClient:
             ValueError,
         ) as exc:
             return _Ended(code=None, reason=self._describe(exc), error=exc)
-        self._ws = ws
+        self._link = _Link(ws)
         self._pending = []
-        self._writes_over = False
         self._sending = None
+        self._lost = None
+        code: int | None = None  # the server's close code, if any: the core judges it
         watchdog = loop.call_at(opened_by, self._abandon, ws)
         self.core.connection_made(self._now())
         self._flush()
@@ -1050,12 +1032,7 @@ class VrtClient:
                 now = self._now()
                 self._events.next_size = len(data)
                 if isinstance(data, str):
-                    handled = None if self._opened else _resumed_from(data)
                     self.core.receive_text(data, now)
-                    if handled is not None and self.core.state is ClientState.OPEN:
-                        # The session took this ready: every message of ours up to its
-                        # resumedFrom was handled, acknowledged or not (§5.4).
-                        self._handled_through = max(self._handled_through, handled)
                 else:
                     self.core.receive_binary(data, now)
                 self._flush()
@@ -1065,7 +1042,8 @@ class VrtClient:
                 size = exc.__cause__.size or 0
                 return _Ended(code=1009, reason=self._too_big(size), too_big=size)
             if exc.rcvd is not None:
-                return _Ended(code=exc.rcvd.code, reason=exc.rcvd.reason)
+                code = exc.rcvd.code
+                return _Ended(code=code, reason=exc.rcvd.reason)
             if not self._opened and loop.time() >= opened_by:
                 if self.core.session_id is None and (deadline is None or opened_by < deadline):
                     # A first connection: connect() fails rather than wait for ever.
@@ -1078,8 +1056,8 @@ class VrtClient:
             if self._writer is not None:
                 self._writer.cancel()
                 self._writer = None
-            self._ws = None
-            self.core.connection_lost(self._now())
+            self._link = None
+            self.core.connection_lost(self._now(), code)
             self._flush()
 
     def _abandon(self, ws: ClientConnection) -> None:
@@ -1087,7 +1065,7 @@ class VrtClient:
         if not self._opened:
             ws.transport.abort()
 
-    async def _write(self, ws: ClientConnection) -> None:
+    async def _write(self, link: _Link) -> None:
         """Write ``_pending`` out, and what is added meanwhile, until nothing is left."""
         try:
             while self._pending:
@@ -1095,25 +1073,14 @@ class VrtClient:
                 items, self._pending = self._pending, []
                 for item in items:
                     try:
-                        if type(item) is SendText:
-                            await ws.send(item.data, text=True)
-                        elif type(item) is SendBinary:
-                            await ws.send(item.data)
-                        elif isinstance(item, Close):
-                            # §4.4: a dead connection gets its close frame (4000) but no
-                            # wait for an answer that will not come; the resume starts
-                            # at once.
-                            self._writes_over = True
-                            dead = item.code == CloseCode.REPLACED
-                            timeout = DEAD_CLOSE_TIMEOUT if dead else CLOSE_TIMEOUT
-                            await asyncio.wait_for(ws.close(item.code, item.reason), timeout)
-                            return
-                    except TimeoutError:
-                        ws.transport.abort()
+                        await dispatch(item, link)
+                    except TimeoutError:  # a close without its answer in time
+                        link.ws.transport.abort()
                         return
                     except websockets.ConnectionClosed:
-                        if self._ws is ws:
-                            self._writes_over = True
+                        link.over = True
+                        return
+                    if link.over:  # its Close was written
                         return
         finally:
             # A writer cancelled late must not unset the next connection's writer.

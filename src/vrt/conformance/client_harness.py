@@ -234,7 +234,7 @@ class ClientHarness:
         self._accepted.put_nowait(conn)
         try:
             async for data in ws:
-                await conn._received(self.record(conn, True, data))
+                await conn.received(self.record(conn, True, data))
         except websockets.ConnectionClosed:
             pass
         finally:

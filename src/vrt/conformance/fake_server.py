@@ -165,7 +165,9 @@ class Connection:
         except TimeoutError:
             return None
 
-    async def _received(self, frame: WireFrame) -> None:
+    async def received(self, frame: WireFrame) -> None:
+        """A frame from the client: a ping answered, a sequenced message acknowledged
+        (as the harness is set to), then into the inbox."""
         if frame.type == "ping" and self.auto_pong:
             await self.send({"v": 1, "seq": 0, "type": "pong"})
         session = self.session

@@ -27,6 +27,7 @@ __all__ = [
     "AgentText",
     "AudioStart",
     "ClientMessage",
+    "ClientSequencedMessage",
     "ContextUpdate",
     "Error",
     "FailureCode",
@@ -283,6 +284,8 @@ class Error(Message, frozen=True, kw_only=True, tag="error"):
 ClientMessage: TypeAlias = (
     Hello | UserText | Interrupt | Playback | ToolResult | ContextUpdate | Ack | Ping
 )
+#: The client's sequenced messages (§4.1): what it keeps until acknowledged.
+ClientSequencedMessage: TypeAlias = UserText | ContextUpdate | Interrupt | Playback | ToolResult
 ServerMessage: TypeAlias = (
     Ready
     | AudioStart

@@ -3,16 +3,29 @@
 A driver writes :class:`SendText` as a text frame and :class:`SendBinary` as a binary
 frame, and performs :class:`Close` (a WebSocket close with its code and reason), in the
 order the core queued them. They are distinct types that never compare equal to each
-other, so a text frame can never pass for an audio frame.
+other, so a text frame can never pass for an audio frame. Every driver (the client's,
+the server's, the in-memory pair of :mod:`vrt.protocol.testing`) hands each output to
+its :class:`OutputWriter` with :func:`dispatch`: the one place outputs become frames.
 """
 
 from __future__ import annotations
 
-from typing import Final, TypeAlias
+from typing import Final, Protocol, TypeAlias, TypeVar
 
 import msgspec
 
-__all__ = ["Close", "CloseCode", "Output", "SendBinary", "SendText"]
+__all__ = [
+    "Close",
+    "CloseCode",
+    "Output",
+    "OutputWriter",
+    "SendBinary",
+    "SendText",
+    "dispatch",
+]
+
+T = TypeVar("T")
+T_co = TypeVar("T_co", covariant=True)
 
 
 class CloseCode:
@@ -41,10 +54,39 @@ class SendBinary(msgspec.Struct, frozen=True, kw_only=True, gc=False):
 
 
 class Close(msgspec.Struct, frozen=True, kw_only=True, gc=False):
-    """Close the WebSocket with ``code`` (§9.3) after what was queued before it."""
+    """Close the WebSocket with ``code`` (§9.3) after what was queued before it.
+    ``wait``: wait for the peer's close frame (the close handshake); False when the peer
+    is gone (§4.4: a connection found dead), so that nothing waits for an answer that
+    will not come."""
 
     code: int
     reason: str
+    wait: bool = True
 
 
 Output: TypeAlias = SendText | SendBinary | Close
+
+
+class OutputWriter(Protocol[T_co]):
+    """What a driver does with each kind of output; what it returns is the driver's (an
+    awaitable for an asynchronous one, whether to stop for a synchronous one)."""
+
+    def text(self, data: bytes) -> T_co:
+        """Write ``data`` as a text frame."""
+
+    def binary(self, data: bytes) -> T_co:
+        """Write ``data`` as a binary frame."""
+
+    def close(self, close: Close) -> T_co:
+        """Close the WebSocket; nothing queued after a close is written."""
+
+
+def dispatch(item: Output, writer: OutputWriter[T]) -> T:
+    """Hand ``item`` to the method of ``writer`` for its kind, and return what it returns."""
+    # type() is, not isinstance: the outputs have no subclasses, and this runs per frame.
+    if type(item) is SendText:
+        return writer.text(item.data)
+    if type(item) is SendBinary:
+        return writer.binary(item.data)
+    assert type(item) is Close
+    return writer.close(item)

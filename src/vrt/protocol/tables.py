@@ -1,34 +1,36 @@
-"""The protocol's state tables, as data: §5.1's server and client tables and §7.5's
-tool-stream phases.
+"""The protocol's state tables, as data: §5.1's server and client tables, the lifecycle
+of a server-side session (§5.1) and §7.5's tool-stream phases.
 
 Each table reads like the spec's: one :class:`Row` per line, state × input → action and
 next state, with the section it comes from. The state machines of the core
-(:class:`~vrt.protocol.server.ServerConnection`, :class:`~vrt.protocol.client.ClientSession`)
-look up their row for every input and perform its action; the conformance suites and the
-tests import the same tables, so nothing restates them. A (state, input) pair with no row
-is a bug of the caller (:class:`~vrt.protocol.errors.LocalProtocolError`): every input a
-peer can cause has a row, so bad peer input never raises.
+(:class:`~vrt.protocol.server.ServerConnection`, :class:`~vrt.protocol.client.ClientSession`
+and a server session's :class:`~vrt.protocol.server.channel.SessionChannel`) look up their
+row for every input and perform its action; the conformance suites and the tests import
+the same tables, so nothing restates them. A (state, input) pair with no row is a bug of
+the caller (:class:`~vrt.protocol.errors.LocalProtocolError`): every input a peer can
+cause has a row, so bad peer input never raises.
 
 ``docs/architecture.md`` shows these tables as :func:`markdown` renders them; a test keeps
-the two equal.
+the two equal. How a table is held, looked up and compiled is :mod:`.transitions`.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Mapping
 from enum import StrEnum
-from typing import Final, Generic, TypeVar
+from typing import Final
 
 import msgspec
 
-from .errors import LocalProtocolError
 from .machine import Machine
 from .messages import ToolStreamPhase
+from .transitions import CompiledRows, Row, Transitions, markdown
 
 __all__ = [
     "CLIENT_TABLE",
     "SERVER_EFFECTS",
     "SERVER_TABLE",
+    "SESSION_TABLE",
     "TOOL_STREAM_MEMBERS",
     "TOOL_STREAM_NEXT",
     "TOOL_STREAM_TERMINAL",
@@ -42,87 +44,12 @@ __all__ = [
     "ServerAction",
     "ServerInput",
     "ServerState",
+    "SessionAction",
+    "SessionInput",
+    "SessionState",
     "Transitions",
     "markdown",
 ]
-
-S = TypeVar("S", bound=StrEnum)
-In = TypeVar("In", bound=StrEnum)
-A = TypeVar("A", bound=StrEnum)
-F = TypeVar("F")
-
-
-class Row(msgspec.Struct, Generic[S, In, A], frozen=True, kw_only=True):
-    """One line of a table: in ``state``, on ``input``, do ``action`` and go to ``next``
-    (``None``: the state is unchanged). ``state`` None means every live state (the
-    spec's "any")."""
-
-    state: S | None
-    input: In
-    action: A
-    next: S | None
-    section: str
-
-
-class Transitions(Generic[S, In, A]):
-    """A table compiled for lookups: per state, input → row."""
-
-    __slots__ = ("_by_state", "rows")
-
-    def __init__(self, rows: Iterable[Row[S, In, A]], live: Iterable[S]) -> None:
-        self.rows = tuple(rows)
-        live = tuple(live)
-        by_state: dict[S, dict[In, Row[S, In, A]]] = {}
-        for row in self.rows:  # specific rows first: "any" never overrides one
-            if row.state is not None:
-                inputs = by_state.setdefault(row.state, {})
-                if row.input in inputs:
-                    raise ValueError(f"two rows for ({row.state}, {row.input})")
-                inputs[row.input] = row
-        for row in self.rows:
-            if row.state is None:
-                for state in live:
-                    by_state.setdefault(state, {}).setdefault(row.input, row)
-        self._by_state = by_state
-
-    def for_state(self, state: S) -> Mapping[In, Row[S, In, A]]:
-        """Every row of ``state``, by input."""
-        return self._by_state.get(state, {})
-
-    def row(self, state: S, input: In) -> Row[S, In, A]:
-        """The row for ``input`` in ``state``; LocalProtocolError when there is none."""
-        try:
-            return self._by_state[state][input]
-        except KeyError:
-            raise LocalProtocolError(f"{input} is not possible in state {state} (§5.1)") from None
-
-    def compile(
-        self, states: Iterable[S], actions: Mapping[A, F]
-    ) -> dict[S, CompiledRows[In, F, S]]:
-        """Per state, input → (what performs the row's action, next state): what a
-        state machine looks up for every input. A missing row raises LocalProtocolError."""
-        return {
-            state: CompiledRows(
-                state,
-                {
-                    input: (actions[row.action], row.next)
-                    for input, row in self.for_state(state).items()
-                },
-            )
-            for state in states
-        }
-
-
-class CompiledRows(dict[In, tuple[F, S | None]]):
-    """One state's rows, compiled: input → (action, next state)."""
-
-    def __init__(self, state: S, rows: Mapping[In, tuple[F, S | None]]) -> None:
-        super().__init__(rows)
-        self.state = state
-
-    def __missing__(self, input: In) -> tuple[F, S | None]:
-        raise LocalProtocolError(f"{input} is not possible in state {self.state} (§5.1)")
-
 
 # --- §5.1, server behaviour per connection --------------------------------------------
 
@@ -273,6 +200,73 @@ SERVER_EFFECTS: Final[Mapping[ServerAction, Effect]] = {
     _SA.CLOSE_HELLO_TIMEOUT: Effect(close=1008),
     _SA.SHUTDOWN: Effect(error="SERVER_SHUTDOWN", recoverable=False, close=1001),
 }
+
+
+# --- §5.1, a server-side session's lifecycle ------------------------------------------
+
+
+class SessionState(StrEnum):
+    """The states of a server-side session (§5.1): it outlives its connections. A new
+    session is parked until its first connection binds it (with no resume window yet:
+    it has never been connected)."""
+
+    CONNECTED = "connected"
+    PARKED = "parked"
+    CLOSED = "closed"
+
+
+class SessionInput(StrEnum):
+    """What can happen to a server-side session."""
+
+    ATTACH = "a connection binds it (its ready)"
+    PARK = "its connection ended"
+    EXPIRE = "the resume window ends"
+    END = "the server ends it"
+
+
+class SessionAction(StrEnum):
+    BIND = "bind the connection; no resume window while it is bound"
+    REPLACE = "the older connection closes 4000; bind the newer"
+    PARK = "unbind; the resume window starts"
+    RELEASE = "unbind (the connection that closed it is gone)"
+    END = "end it: its connection closes with the session's code and reason"
+    IGNORE = "nothing"
+
+
+_ES = SessionState
+_EI = SessionInput
+_EA = SessionAction
+
+
+def _session(
+    state: SessionState | None,
+    input: SessionInput,
+    action: SessionAction,
+    next: SessionState | None,
+    section: str = "§5.1",
+) -> Row[SessionState, SessionInput, SessionAction]:
+    return Row(state=state, input=input, action=action, next=next, section=section)
+
+
+#: §5.1 "A server-side session is connected, parked or closed", with §5.4's replaced
+#: connection and §5.6's ends. A connection binds only a session that is not closed (a
+#: closed one is refused, §5.4), a parked session has no connection to lose, and the
+#: resume window runs only while parked: those pairs have no row.
+SESSION_TABLE: Final = Transitions(
+    (
+        _session(_ES.PARKED, _EI.ATTACH, _EA.BIND, _ES.CONNECTED, "§5.1, §5.4"),
+        _session(_ES.CONNECTED, _EI.ATTACH, _EA.REPLACE, None, "§5.1, §5.4"),
+        _session(_ES.CONNECTED, _EI.PARK, _EA.PARK, _ES.PARKED),
+        _session(_ES.PARKED, _EI.EXPIRE, _EA.END, _ES.CLOSED),
+        _session(None, _EI.END, _EA.END, _ES.CLOSED, "§5.6"),
+        # A session that ended while connected keeps its connection until the socket
+        # is gone (its close is written first): then it lets it go.
+        _session(_ES.CLOSED, _EI.PARK, _EA.RELEASE, None, "§5.6"),
+        _session(_ES.CLOSED, _EI.END, _EA.IGNORE, None, "—"),
+        _session(_ES.CLOSED, _EI.EXPIRE, _EA.IGNORE, None, "—"),
+    ),
+    live=(_ES.CONNECTED, _ES.PARKED),
+)
 
 
 # --- §5.1, client behaviour -----------------------------------------------------------
@@ -433,20 +427,3 @@ TOOL_STREAM_MEMBERS: Final[Mapping[ToolStreamPhase, tuple[str, ...]]] = {
     "cancelled": (),
     "failed": ("message",),
 }
-
-
-def markdown(table: Transitions[S, In, A], state_title: str) -> str:
-    """``table`` as a Markdown table, rows in their order (docs/architecture.md)."""
-    lines = [
-        f"| {state_title} | Input | Action | Next state | § |",
-        "|---|---|---|---|---|",
-    ]
-    for row in table.rows:
-        if row.section == "—":
-            continue  # a closed state's "nothing" rows are summarised below the table
-        state = row.state.value if row.state is not None else "any"
-        next_state = row.next.value if row.next is not None else "unchanged"
-        lines.append(
-            f"| {state} | {row.input.value} | {row.action.value} | {next_state} | {row.section} |"
-        )
-    return "\n".join(lines)

@@ -20,9 +20,10 @@ client sends ``hello`` with its ``sessionId`` and ``resumeFrom``, and frames sti
 flight on the old connection may arrive after it (reordering across a resume).
 
 The agent's side is the session itself: tests call :attr:`Pair.session`'s agent API
-(``begin_turn``, ``send_text``, ``start_tool_call``...) and then :meth:`Pair.settle` or
-:meth:`Pair.advance`. What each side was told collects in :attr:`Pair.client_events`
-and :attr:`Pair.agent_events`; every frame delivered is in :attr:`Pair.trace`.
+(``begin_turn``, ``agent_output.send_text``, ``tool_calls.start``...) and then
+:meth:`Pair.settle` or :meth:`Pair.advance`. What each side was told collects in
+:attr:`Pair.client_events` and :attr:`Pair.agent_events`; every frame delivered is in
+:attr:`Pair.trace`.
 
     pair = Pair()
     pair.connect()
@@ -39,7 +40,7 @@ from typing import Any, Literal, TypeAlias
 
 from .client import ClientEvent, ClientSession, RunTool
 from .messages import UNSET, Hello
-from .outputs import Close, Output, SendText
+from .outputs import Close, Output, dispatch
 from .server import AgentInput, ServerConfig, ServerConnection, ServerSession
 
 __all__ = ["Direction", "Link", "Pair", "Wire"]
@@ -48,11 +49,57 @@ __all__ = ["Direction", "Link", "Pair", "Wire"]
 Direction: TypeAlias = Literal["to_server", "to_client"]
 
 
-def _size(item: Output) -> int:
+class _Size:
     """The bytes a frame takes on its connection's stream (a close: code and reason)."""
-    if isinstance(item, Close):
-        return 2 + len(item.reason.encode())
-    return len(item.data)
+
+    def text(self, data: bytes) -> int:
+        return len(data)
+
+    def binary(self, data: bytes) -> int:
+        return len(data)
+
+    def close(self, close: Close) -> int:
+        return 2 + len(close.reason.encode())
+
+
+class _Closes:
+    """Whether an output closes its connection."""
+
+    def text(self, data: bytes) -> bool:
+        return False
+
+    def binary(self, data: bytes) -> bool:
+        return False
+
+    def close(self, close: Close) -> bool:
+        return True
+
+
+_SIZE = _Size()
+_CLOSES = _Closes()
+
+
+class _Receiver:
+    """One side's driver handing it what arrived: a text or binary frame, or the peer's
+    close (the connection is gone then)."""
+
+    def __init__(
+        self,
+        text: Callable[[bytes, float], None],
+        binary: Callable[[bytes, float], None],
+        closed: Callable[[], None],
+        now: float,
+    ) -> None:
+        self._text, self._binary, self._closed, self._now = text, binary, closed, now
+
+    def text(self, data: bytes) -> None:
+        self._text(data, self._now)
+
+    def binary(self, data: bytes) -> None:
+        self._binary(data, self._now)
+
+    def close(self, close: Close) -> None:
+        self._closed()
 
 
 class Wire:
@@ -92,7 +139,7 @@ class Wire:
 
     def write(self, item: Output, now: float) -> bool:
         """Put ``item`` in flight; False when it crosses the cut (it is lost)."""
-        size = _size(item)
+        size = dispatch(item, _SIZE)
         if self.cut_at is not None and self.written + size > self.cut_at:
             return False
         self.written += size
@@ -338,7 +385,7 @@ class Pair:
                 continue  # no connection to write on
             if not current.broken and not current.to_server.write(item, self.now):
                 self._break(current, True, True, 0.0)
-            if isinstance(item, Close):  # the driver closes the socket and reports it
+            if dispatch(item, _CLOSES):  # the driver closes the socket and reports it
                 self._client_lost(current)
         for event in self.client.take_events():
             moved = True
@@ -354,7 +401,7 @@ class Pair:
         for item in link.server.take_outbox():
             moved = True
             if link.broken or not link.client_attached:
-                if isinstance(item, Close):  # nobody answers the close: the socket ends
+                if dispatch(item, _CLOSES):  # nobody answers the close: the socket ends
                     self._server_lost(link)
                 continue
             if not link.to_client.write(item, self.now):
@@ -378,26 +425,33 @@ class Pair:
             if not link.client_attached:
                 return  # the client has moved on from this connection
             self.trace.append((now, direction, item))
-            if isinstance(item, Close):
+
+            def client_closed() -> None:
                 self._client_lost(link)
                 self._server_lost(link)  # the close handshake is complete
-            elif isinstance(item, SendText):
-                self.client.receive_text(item.data, now)
-            else:
-                self.client.receive_binary(item.data, now)
+
+            client = self.client
+            receiver = _Receiver(client.receive_text, client.receive_binary, client_closed, now)
+            dispatch(item, receiver)
             return
         if not link.server_open:
             return
         self.trace.append((now, direction, item))
         server = link.server
-        if isinstance(item, Close):
-            self._server_lost(link)
-            return
-        if server.frame_received(now, len(item.data)):
-            link.to_server.paused_until = server.readable_at()
-        if isinstance(item, SendText):
-            server.receive_text(item.data, now)
-        else:
-            server.receive_binary(item.data, now)
+        wire = link.to_server
+
+        def read(data: bytes) -> None:
+            if server.frame_received(now, len(data)):  # its read budget paces the wire (§11)
+                wire.paused_until = server.readable_at()
+
+        def text(data: bytes, now: float) -> None:
+            read(data)
+            server.receive_text(data, now)
+
+        def binary(data: bytes, now: float) -> None:
+            read(data)
+            server.receive_binary(data, now)
             if server.readable_at() > now:  # input audio, charged by its duration
-                link.to_server.paused_until = server.readable_at()
+                wire.paused_until = server.readable_at()
+
+        dispatch(item, _Receiver(text, binary, lambda: self._server_lost(link), now))

@@ -180,7 +180,7 @@ class SessionRegistry:
             exc_info=exc,
             extra=session_fields(session),
         )
-        session.agent_error(f"the agent failed: {type(exc).__name__}", recoverable=False)
+        session.agent_output.error(f"the agent failed: {type(exc).__name__}", recoverable=False)
         session.close("agent failed")
         self.write(hosted)
 

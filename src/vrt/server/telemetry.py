@@ -144,7 +144,8 @@ class Telemetry(ServerObserver):
         self.metrics = metrics
         self.tracer = tracer
         self.agent = agent or (metrics.agent if metrics is not None else "custom")
-        self._meters: set[_Meter] = set()
+        #: The meter of each open connection (their write buffers make a gauge).
+        self.meters: set[_Meter] = set()
         #: When each client tool call still unsettled was written, by session.
         self._calls: dict[str, dict[str, float]] = {}
         #: The response watch of each live session's agent.
@@ -153,7 +154,7 @@ class Telemetry(ServerObserver):
             metrics.buffered = self._buffered
 
     def _buffered(self) -> Iterator[int]:
-        for meter in self._meters:
+        for meter in self.meters:
             transport = meter.connection.transport
             if transport is not None:
                 yield transport.underlying_transport.get_write_buffer_size()
@@ -235,7 +236,9 @@ class Telemetry(ServerObserver):
         if self.tracer is not None:
             self.tracer.session_ended(session, reason)
 
-    def _tool_call_written(self, session: ServerSession, data: bytes, now: float) -> None:
+    def tool_call_written(self, session: ServerSession, data: bytes, now: float) -> None:
+        """A ``tool.call`` was written (a connection's meter saw it): the call's latency
+        runs from now until its result."""
         try:
             call_id = _TOOL_CALL.decode(data).call_id
         except msgspec.DecodeError:
@@ -355,7 +358,7 @@ class _Meter:
         session = self.connection.protocol.session
         if name == b"tool.call":
             if session is not None:
-                self.telemetry._tool_call_written(session, data, self.loop.time())
+                self.telemetry.tool_call_written(session, data, self.loop.time())
             return
         tracer = self.telemetry.tracer
         if name == b"interrupted":
@@ -386,7 +389,7 @@ class _Meter:
             tracer.turn_state(session, turn.turn_id, turn.epoch, turn.state)
 
     def connected(self) -> None:
-        self.telemetry._meters.add(self)
+        self.telemetry.meters.add(self)
         if self.metrics is not None:
             self.metrics.upgrades_accepted += 1
 
@@ -399,4 +402,4 @@ class _Meter:
             self.metrics.aborted[reason] = self.metrics.aborted.get(reason, 0) + 1
 
     def disconnected(self) -> None:
-        self.telemetry._meters.discard(self)
+        self.telemetry.meters.discard(self)

@@ -33,7 +33,7 @@ from typing import Final, Protocol, cast
 
 from picows import WSCloseCode, WSFrame, WSListener, WSMsgType, WSTransport
 
-from ..protocol.outputs import Close, Output, SendBinary, SendText
+from ..protocol.outputs import Close, Output, dispatch
 from ..protocol.server import ServerConfig, ServerConnection
 
 __all__ = ["ConnectionHooks", "ConnectionMeter", "EdgeLimits", "ServerWebSocket", "WriteGate"]
@@ -65,6 +65,49 @@ def _sendable_close_code(code: int) -> bool:
     """Close codes a peer may put on the wire (RFC 6455 §7.4): 1004-1006 and 1015 are
     reserved for reports, codes below 1000 and 1012-2999 are not assigned to peers."""
     return code in (1000, 1001, 1002, 1003, 1007, 1008, 1009, 1010, 1011) or (3000 <= code <= 4999)
+
+
+class _Frames:
+    """The frames of one write, as :func:`dispatch` hands them over, up to a close:
+    each header and payload, built as picows builds a server's frames (unmasked, RFC
+    6455 §5.2). While the connection is ``paused`` audio is dropped (realtime audio:
+    late is worse than lost, §5.4). One per connection, emptied by each write."""
+
+    __slots__ = ("closing", "parts", "paused")
+
+    def __init__(self) -> None:
+        self.parts: list[bytes] = []
+        self.paused = False
+        #: The close that ends the write, if any.
+        self.closing: Close | None = None
+
+    # _header, inline in each: once per frame written.
+
+    def text(self, data: bytes) -> bool:
+        size = len(data)
+        if size < 126:
+            self.parts += (_SHORT.pack(_FIN_TEXT, size), data)
+        elif size < 1 << 16:
+            self.parts += (_MEDIUM.pack(_FIN_TEXT, 126, size), data)
+        else:
+            self.parts += (_LONG.pack(_FIN_TEXT, 127, size), data)
+        return False
+
+    def binary(self, data: bytes) -> bool:
+        if self.paused:
+            return False
+        size = len(data)
+        if size < 126:
+            self.parts += (_SHORT.pack(_FIN_BINARY, size), data)
+        elif size < 1 << 16:
+            self.parts += (_MEDIUM.pack(_FIN_BINARY, 126, size), data)
+        else:
+            self.parts += (_LONG.pack(_FIN_BINARY, 127, size), data)
+        return False
+
+    def close(self, close: Close) -> bool:
+        self.closing = close
+        return True
 
 
 @dataclass(frozen=True, slots=True)
@@ -161,6 +204,7 @@ class ServerWebSocket(WSListener):
         self._pump_due = 0
         #: Set while the bound session lives in a shared store (write-ahead).
         self.gate: WriteGate | None = None
+        self._frames = _Frames()
 
     @property
     def peer(self) -> object:
@@ -382,38 +426,20 @@ class ServerWebSocket(WSListener):
         transport = self.transport
         if transport is None or self.closed or self._closing:
             return
-        parts: list[bytes] = []
-        close: Close | None = None
-        paused = self._paused
+        frames = self._frames
+        frames.paused = self._paused
         for item in outbox:
-            # type() is, not isinstance: no subclasses, and mypy narrows it without a
-            # cast (typing.cast is a Python call, once per frame here).
-            if type(item) is SendBinary:
-                if paused:  # realtime audio: late is worse than lost (§5.4)
-                    continue
-                first = _FIN_BINARY
-                data = item.data
-            elif type(item) is SendText:
-                first = _FIN_TEXT
-                data = item.data
-            else:
-                assert type(item) is Close
-                close = item
-                break
-            size = len(data)
-            # _header, inline: once per frame written
-            if size < 126:
-                parts += (_SHORT.pack(first, size), data)
-            elif size < 1 << 16:
-                parts += (_MEDIUM.pack(first, 126, size), data)
-            else:
-                parts += (_LONG.pack(first, 127, size), data)
+            if dispatch(item, frames):
+                break  # nothing after a close is written
+        parts = frames.parts
+        close, frames.closing = frames.closing, None
         writer = transport.underlying_transport
         if parts:
             # Server frames are unmasked (RFC 6455 §5.1), so they are built here exactly
             # as picows builds them, and written at once.
             buffered = writer.get_write_buffer_size()
             if buffered > self.limits.max_write_buffer:
+                parts.clear()
                 # What it has not read stays below the bound plus one write (a resume's
                 # resend at most: the kept window, max_unacked_bytes).
                 log.info(
@@ -425,6 +451,7 @@ class ServerWebSocket(WSListener):
                 self._abort()
                 return
             writer.write(b"".join(parts) if len(parts) > 2 else parts[0] + parts[1])
+            parts.clear()  # nothing of a write stays with the connection
         if self.meter is not None:
             self.meter.sent(outbox, self._paused)
         if close is not None:

@@ -14,6 +14,7 @@ __all__ = [
     "CancelTool",
     "ClientEvent",
     "Connected",
+    "ConnectionLost",
     "ErrorReceived",
     "InterruptedEpoch",
     "PlaybackStop",
@@ -32,13 +33,28 @@ class _Event(msgspec.Struct, frozen=True, kw_only=True, gc=False):
 
 
 class Connected(_Event, frozen=True, kw_only=True, gc=False):
-    """``ready`` arrived: the session is open (new) or resumed."""
+    """``ready`` arrived: the session is open (new) or resumed. On a resume,
+    ``resumed_from`` is the server's ``resumedFrom``: it handled every message of the
+    client's up to it, acknowledged or not (§5.4)."""
 
     session_id: str
     resumed: bool
     input: Format
     output: Format
     capabilities: tuple[str, ...]
+    resumed_from: int | None = None
+
+
+class ConnectionLost(_Event, frozen=True, kw_only=True, gc=False):
+    """The connection is gone (``ClientSession.connection_lost``), with the close code
+    the server sent, if any. ``reconnect`` says whether the session goes on over a new
+    connection: a resume (§5.4), or a new ``hello`` when a first connection ended before
+    its ``ready`` without being refused. False once the session is closed, and for a
+    first connection the server ended on purpose (1000), by policy (1008) or refusing
+    the credential (4401, §5.3)."""
+
+    code: int | None
+    reconnect: bool
 
 
 class SessionFailed(_Event, frozen=True, kw_only=True, gc=False):
@@ -144,6 +160,7 @@ class CancelTool(_Event, frozen=True, kw_only=True, gc=False):
 
 ClientEvent: TypeAlias = (
     Connected
+    | ConnectionLost
     | SessionFailed
     | ErrorReceived
     | TurnChanged

@@ -12,20 +12,23 @@ answers with :meth:`ClientSession.tool_finished`.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
-from typing import Any, Final, TypeAlias
+from collections.abc import Mapping
+from typing import Any, Final
+
+import msgspec
 
 from ..codec import DEFAULT_LIMITS, Decoded, Invalid, Limits, encode, shared_decoder
 from ..errors import ErrorCode, LocalProtocolError
 from ..formats import duration_ms
 from ..frames import FrameKind, build_frame, next_audio_seq, parse_frame
 from ..handlers import HandlerTables
-from ..machine import Machine
+from ..machine import Action, Machine
 from ..messages import (
     UNSET,
     Ack,
     AgentText,
     AudioStart,
+    ClientSequencedMessage,
     ContextUpdate,
     Error,
     Format,
@@ -54,6 +57,7 @@ from .events import (
     AudioStarted,
     ClientEvent,
     Connected,
+    ConnectionLost,
     ErrorReceived,
     PlaybackStop,
     SessionFailed,
@@ -62,6 +66,7 @@ from .events import (
     TurnChanged,
 )
 from .gate import EpochGate
+from .inputs import error_input, ready_input, reconnects
 
 __all__ = ["DEAD_AFTER_INTERVALS", "PING_INTERVAL", "ClientSession"]
 
@@ -71,8 +76,6 @@ PING_INTERVAL: Final = 15.0
 DEAD_AFTER_INTERVALS: Final = 2.5
 #: Audio items remembered for playback reports (§8.4).
 REMEMBERED_ITEMS: Final = 64
-
-_Action: TypeAlias = Callable[["ClientSession", Any, float], None]
 
 
 class _Item:
@@ -132,6 +135,10 @@ class ClientSession(Machine[ClientState, ClientInput], EpochGate):
         self._last_received = 0.0
         #: The server refused ``auth`` (§5.3): set a fresh credential before reconnecting.
         self.auth_refused = False
+        #: The highest seq of ours written to a connection, and known handled by the
+        #: server (the last ``resumedFrom``, §5.4): what :meth:`unacknowledged` tells.
+        self._written_through = 0
+        self._handled_through = 0
 
     # -- driver interface --
 
@@ -152,8 +159,23 @@ class ClientSession(Machine[ClientState, ClientInput], EpochGate):
         """A WebSocket opened: send ``hello``, resuming when a session exists (§5.1)."""
         self._input(ClientInput.CONNECTION_OPENED, None, now)
 
-    def connection_lost(self, now: float) -> None:
+    def connection_lost(self, now: float, code: int | None = None) -> None:
+        """The WebSocket ended, with the close ``code`` the server sent, if any: reports
+        :class:`ConnectionLost`, which says whether to connect again."""
         self._input(ClientInput.CONNECTION_LOST, None, now)
+        reconnect = reconnects(self.state, self.session_id, code)
+        self._events.append(ConnectionLost(code=code, reconnect=reconnect))
+
+    def unacknowledged(self) -> list[tuple[int, ClientSequencedMessage, bool]]:
+        """Our sequenced messages the server has not handled (§5.4), oldest first: each
+        with its seq, and whether it was written to a connection (False: it was sent
+        while none was open, to go out after the next ``ready``; True: the server may
+        have handled it). Read back from the bytes kept for resends."""
+        return [
+            (seq, _OWN_MESSAGES.decode(data), seq <= self._written_through)
+            for seq, data in self.outgoing.kept()
+            if seq > self._handled_through
+        ]
 
     def receive_text(self, data: bytes | str, now: float) -> None:
         self._last_received = now
@@ -165,13 +187,16 @@ class ClientSession(Machine[ClientState, ClientInput], EpochGate):
         if decoded.seq:
             self._input(ClientInput.SEQUENCED, decoded, now)
         elif isinstance(message, Ready):
-            self._classify_ready(message, now)
+            if self.state is _WAITING:
+                self._input(*ready_input(message, self.session_id, self.outgoing), now)
+            else:
+                self._input(ClientInput.READY, None, now)
         elif isinstance(message, AudioStart):
             self._input(ClientInput.AUDIO_START, message, now)
         elif isinstance(message, Ack):
             self._input(ClientInput.ACK, message, now)
         elif isinstance(message, Error):  # seq 0: no session bound to the connection
-            self._input(_error_input(message), message, now)
+            self._input(error_input(message), message, now)
         else:
             self._input(ClientInput.PONG, message, now)
 
@@ -272,13 +297,19 @@ class ClientSession(Machine[ClientState, ClientInput], EpochGate):
         self.capabilities = tuple(c for c in granted if c in self.offered_capabilities)
         for data in resend:  # §5.4: in order, before any new sequenced message
             self._write(data, now)
+        self._written_through = self.outgoing.last_seq
+        resumed_from = ready.resumed_from if isinstance(ready.resumed_from, int) else None
+        if resumed_from is not None:
+            # Every message of ours up to it was handled, acknowledged or not (§5.4).
+            self._handled_through = max(self._handled_through, resumed_from)
         self._events.append(
             Connected(
                 session_id=ready.session_id,
-                resumed=ready.resumed_from is not UNSET,
+                resumed=resumed_from is not None,
                 input=ready.input,
                 output=ready.output,
                 capabilities=self.capabilities,
+                resumed_from=resumed_from,
             )
         )
 
@@ -348,8 +379,11 @@ class ClientSession(Machine[ClientState, ClientInput], EpochGate):
         self._item = None
 
     def _close_dead(self, argument: None, now: float) -> None:
-        # §4.4: treat the connection as dead, close it and resume.
-        self._outbox.append(Close(code=CloseCode.REPLACED, reason="no frame from the server"))
+        # §4.4: treat the connection as dead, close it and resume: the server will not
+        # answer the close, so the driver does not wait for it.
+        self._outbox.append(
+            Close(code=CloseCode.REPLACED, reason="no frame from the server", wait=False)
+        )
         self._item = None
 
     def _keep(self, message: Message, now: float) -> None:
@@ -363,12 +397,36 @@ class ClientSession(Machine[ClientState, ClientInput], EpochGate):
             self._last_sent = now
         else:
             self._write(self.outgoing.send(message), now)
+            self._written_through = self.outgoing.last_seq
 
     def _drop(self, payload: bytes, now: float) -> None:
         pass
 
     def _refuse(self, argument: Any, now: float) -> None:
         raise LocalProtocolError("the session is closed (§5.4); start a new ClientSession")
+
+    @classmethod
+    def _actions(cls) -> Mapping[ClientAction, Action]:
+        return {
+            ClientAction.SEND_HELLO: cls._send_hello,
+            ClientAction.OPEN: cls._open,
+            ClientAction.REPORT: cls._report,
+            ClientAction.REPORT_AND_STOP: cls._stop,
+            ClientAction.AWAIT_CREDENTIAL: cls._await_credential,
+            ClientAction.STOP: cls._stop,
+            ClientAction.ABANDON: cls._abandon,
+            ClientAction.HANDLE: cls._handle,
+            ClientAction.ANNOUNCE: cls._announce,
+            ClientAction.PLAY: cls._play,
+            ClientAction.APPLY_ACK: cls._apply_ack,
+            ClientAction.IGNORE: cls._ignore,
+            ClientAction.RECONNECT: cls._reconnect,
+            ClientAction.CLOSE_DEAD: cls._close_dead,
+            ClientAction.KEEP: cls._keep,
+            ClientAction.WRITE: cls._write_message,
+            ClientAction.DROP: cls._drop,
+            ClientAction.REFUSE: cls._refuse,
+        }
 
     # -- internals: sending --
 
@@ -377,26 +435,6 @@ class ClientSession(Machine[ClientState, ClientInput], EpochGate):
         self._last_sent = now
 
     # -- internals: receiving --
-
-    def _classify_ready(self, ready: Ready, now: float) -> None:
-        if self.state is not ClientState.WAITING:
-            self._input(ClientInput.READY, None, now)
-            return
-        resumed = ready.resumed_from is not UNSET
-        if resumed != (self.session_id is not None) or (
-            self.session_id is not None and ready.session_id != self.session_id
-        ):
-            self._input(ClientInput.READY_MISMATCH, "ready does not match the session resumed", now)
-            return
-        resumed_from = ready.resumed_from if isinstance(ready.resumed_from, int) else 0
-        resend = self.outgoing.resend_after(resumed_from)
-        if resend is None:
-            # §5.4: the client cannot resend what the server lacks.
-            self._input(
-                ClientInput.CANNOT_RESEND, "cannot resend what the server missed (§5.4)", now
-            )
-            return
-        self._input(ClientInput.READY, (ready, resend), now)
 
     def _on_turn_state(self, message: TurnState, now: float) -> None:
         self._observe(message.epoch)
@@ -425,25 +463,13 @@ class ClientSession(Machine[ClientState, ClientInput], EpochGate):
 
     def _on_error(self, error: Error, now: float) -> None:
         """A sequenced ``error`` (a session is bound)."""
-        self._input(_error_input(error), error, now)
+        self._input(error_input(error), error, now)
 
 
-_SESSION_ENDING: Final = frozenset({ErrorCode.AGENT_ERROR, ErrorCode.SERVER_SHUTDOWN})
-
-
-def _error_input(error: Error) -> ClientInput:
-    """Which row of the client table an ``error`` is."""
-    if error.code == ErrorCode.RESUME_FAILED:
-        return ClientInput.RESUME_FAILED
-    if error.code == ErrorCode.UNAUTHORIZED:
-        return ClientInput.UNAUTHORIZED
-    if not error.recoverable:
-        # §9.2: "the session or connection cannot continue". These two say it is the
-        # session; for the others (RATE_LIMITED, ...) a resume tells.
-        if error.code in _SESSION_ENDING:
-            return ClientInput.SESSION_ENDED
-        return ClientInput.ERROR_NOT_RECOVERABLE
-    return ClientInput.ERROR
+#: Reads back our own kept messages (:meth:`ClientSession.unacknowledged`).
+_OWN_MESSAGES: Final = msgspec.json.Decoder(ClientSequencedMessage)
+# Bound once: reading a member off its enum class goes through the metaclass.
+_WAITING: Final = ClientState.WAITING
 
 
 #: The method that handles each sequenced server message (``handlers.py``).
@@ -461,27 +487,4 @@ _HANDLERS: Final = HandlerTables(
 )
 
 
-_ACTIONS: Final[Mapping[ClientAction, _Action]] = {
-    ClientAction.SEND_HELLO: ClientSession._send_hello,
-    ClientAction.OPEN: ClientSession._open,
-    ClientAction.REPORT: ClientSession._report,
-    ClientAction.REPORT_AND_STOP: ClientSession._stop,
-    ClientAction.AWAIT_CREDENTIAL: ClientSession._await_credential,
-    ClientAction.STOP: ClientSession._stop,
-    ClientAction.ABANDON: ClientSession._abandon,
-    ClientAction.HANDLE: ClientSession._handle,
-    ClientAction.ANNOUNCE: ClientSession._announce,
-    ClientAction.PLAY: ClientSession._play,
-    ClientAction.APPLY_ACK: ClientSession._apply_ack,
-    ClientAction.IGNORE: ClientSession._ignore,
-    ClientAction.RECONNECT: ClientSession._reconnect,
-    ClientAction.CLOSE_DEAD: ClientSession._close_dead,
-    ClientAction.KEEP: ClientSession._keep,
-    ClientAction.WRITE: ClientSession._write_message,
-    ClientAction.DROP: ClientSession._drop,
-    ClientAction.REFUSE: ClientSession._refuse,
-}
-
-
-#: The table compiled once: per state, input → (action, next state).
-ClientSession.compiled = CLIENT_TABLE.compile(ClientState, _ACTIONS)
+ClientSession.compile_table(CLIENT_TABLE, ClientState)

@@ -13,13 +13,13 @@ from . import events
 from .config import ServerConfig
 from .connection import ServerConnection
 from .events import *  # noqa: F403 - what the core reports, as events.__all__ lists it
-from .session import ServerSession, SessionRecord, SessionStatus
+from .session import ServerSession, SessionRecord, SessionState
 
 __all__ = [
     "ServerConfig",
     "ServerConnection",
     "ServerSession",
     "SessionRecord",
-    "SessionStatus",
+    "SessionState",
 ]
 __all__ += events.__all__

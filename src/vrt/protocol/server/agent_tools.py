@@ -1,22 +1,30 @@
-"""What an agent does with tool calls (§7, §7.5), as methods of
-:class:`~vrt.protocol.server.ServerSession`: start one, stream its arguments, issue it,
-report a server tool's progress and end, or fail it. Every step is one of §7.5's phase
-transitions (``ToolCalls.advance``), whether or not the client sees them.
+"""A session's tool calls (§7, §7.5), as a part of it (``ServerSession.tool_calls``).
+
+The agent starts a call, streams its arguments, issues it, reports a server tool's
+progress and end, or fails it; the session settles client calls with the client's
+result (§7.2), their timeout, or an interruption (§6.2). Every step is one of §7.5's
+phase transitions (``ToolCalls.advance``), whether or not the client sees them.
 """
 
 from __future__ import annotations
 
-from abc import ABC, abstractmethod
 from typing import Any, TypedDict, Unpack
 
-from mypy_extensions import trait
-
-from ..capabilities import check_gated
+from ..capabilities import TOOL_STREAM, check_gated
 from ..ids import new_id
-from ..messages import FailureCode, Message, ToolCall, ToolCallDelta, ToolStream, ToolStreamPhase
+from ..messages import (
+    UNSET,
+    FailureCode,
+    ToolCall,
+    ToolCallDelta,
+    ToolResult,
+    ToolStream,
+    ToolStreamPhase,
+)
+from .channel import SessionChannel
 from .config import ServerConfig
-from .events import AgentInput, ToolSettled
-from .record import SessionRecord, Turn
+from .events import ToolSettled
+from .record import SessionRecord
 from .tools import Call
 
 __all__ = ["AgentToolCalls"]
@@ -31,27 +39,21 @@ class _Outcome(TypedDict, total=False):
     message: str | None
 
 
-@trait  # a mixin: mypyc compiles a class with one base class and any traits
-class AgentToolCalls(ABC):
-    """Tool calls, agent side: mixed into ServerSession, which provides what follows."""
+class AgentToolCalls:
+    """The tool calls of one session: what they send goes through its channel."""
 
-    record: SessionRecord
-    config: ServerConfig
-    _tool_stream: bool
+    __slots__ = ("_channel", "_config", "_record", "_tool_stream")
 
-    @abstractmethod
-    def _send(self, message: Message) -> None:
-        """Send a sequenced message of the session."""
+    def __init__(self, channel: SessionChannel, record: SessionRecord, config: ServerConfig):
+        self._channel = channel
+        self._record = record
+        self._config = config
+        #: tool-stream-v1 is in effect: every phase is sent as ``tool.stream`` (§7.5).
+        self._tool_stream = TOOL_STREAM in record.capabilities
 
-    @abstractmethod
-    def _event(self, event: AgentInput) -> None:
-        """Report an event to the agent."""
+    # -- the agent's side --
 
-    @abstractmethod
-    def _turn(self, turn_id: str) -> Turn | None:
-        """The turn in progress if it is ``turn_id``."""
-
-    def start_tool_call(
+    def start(
         self,
         turn_id: str,
         name: str,
@@ -62,25 +64,26 @@ class AgentToolCalls(ABC):
         """A tool call begins (its arguments may stream). Returns its public ``callId``,
         a new one for every call even when the provider reuses its own id (§6.3), or None
         when the turn is over or the client does not host ``name``."""
-        turn = self._turn(turn_id)
-        if turn is None or (not server_side and name not in self.record.tool_names):
+        record = self._record
+        turn = record.current_turn(turn_id)
+        if turn is None or (not server_side and name not in record.tool_names):
             return None
         call = Call(new_id("c_"), provider_id, name, turn.id, turn.epoch, not server_side)
-        self.record.calls.add(call)
+        record.calls.add(call)
         if self._tool_stream:
-            self._send(self._stream_message(call, "start"))
+            self._channel.send(self._stream_message(call, "start"))
         return call.call_id
 
-    def tool_arguments_delta(self, call_id: str, delta: str) -> bool:
+    def arguments_delta(self, call_id: str, delta: str) -> bool:
         """The next fragment of the arguments' JSON text: a preview (§7.4) or an
         ``arguments-delta`` (§7.5)."""
-        call = self.record.calls.advance(call_id, "arguments-delta")
+        call = self._record.calls.advance(call_id, "arguments-delta")
         if call is None:
             return False
         if self._tool_stream:
-            self._send(self._stream_message(call, "arguments-delta", delta=delta))
+            self._channel.send(self._stream_message(call, "arguments-delta", delta=delta))
         else:
-            self._send(
+            self._channel.send(
                 ToolCallDelta(
                     call_id=call.call_id,
                     turn_id=call.turn_id,
@@ -90,22 +93,24 @@ class AgentToolCalls(ABC):
             )
         return True
 
-    def issue_tool_call(self, call_id: str, arguments: Any, now: float) -> bool:
+    def issue(self, call_id: str, arguments: Any, now: float) -> bool:
         """The arguments are complete: a client call is sent as ``tool.call`` and awaits
         its result (timing out after ``tool_timeout``); a server call starts running."""
-        calls = self.record.calls
+        calls = self._record.calls
         call = calls.get(call_id)
         if call is None or not call.may_become("arguments-complete"):
             return False
-        if call.client and calls.awaiting_result() >= self.config.max_pending_calls:
-            self.fail_tool_call(call_id, "too many tool calls await a result (§11)")
+        config = self._config
+        if call.client and calls.awaiting_result() >= config.max_pending_calls:
+            self.fail(call_id, "too many tool calls await a result (§11)")
             return False
         calls.advance(call_id, "arguments-complete")
+        channel = self._channel
         if self._tool_stream:
-            self._send(self._stream_message(call, "arguments-complete", arguments=arguments))
+            channel.send(self._stream_message(call, "arguments-complete", arguments=arguments))
         if call.client:
-            call.deadline = now + self.config.tool_timeout
-            self._send(
+            call.deadline = now + config.tool_timeout
+            channel.send(
                 ToolCall(
                     call_id=call.call_id,
                     name=call.name,
@@ -118,47 +123,90 @@ class AgentToolCalls(ABC):
 
     def is_client_call(self, call_id: str) -> bool:
         """Whether ``call_id`` is a client tool call still awaiting its result."""
-        call = self.record.calls.get(call_id)
+        call = self._record.calls.get(call_id)
         return call is not None and call.client
 
-    def tool_progress(self, call_id: str, progress: Any) -> bool:
+    def progress(self, call_id: str, progress: Any) -> bool:
         """Progress a running server tool reports; visible only with tool-stream-v1 (§7.5)."""
-        call = self.record.calls.get(call_id)
+        calls = self._record.calls
+        call = calls.get(call_id)
         if call is None or call.client or not call.may_become("progress"):
             return False
-        self.record.calls.advance(call_id, "progress")
+        calls.advance(call_id, "progress")
         if self._tool_stream:
-            self._send(self._stream_message(call, "progress", progress=progress))
+            self._channel.send(self._stream_message(call, "progress", progress=progress))
         return True
 
     def settle_server_call(self, call_id: str, ok: bool, code: FailureCode | None = None) -> bool:
         """A server tool finished; its output is never sent to the client (§7.5)."""
-        call = self.record.calls.get(call_id)
+        call = self._record.calls.get(call_id)
         if call is None or call.client or not call.may_become("settled"):
             return False
         self._settle(call, ok, code=None if ok else (code or "FAILED"))
         return True
 
-    def fail_tool_call(self, call_id: str, message: str) -> bool:
+    def fail(self, call_id: str, message: str) -> bool:
         """The model stopped before completing the arguments: the call is never issued."""
-        call = self.record.calls.advance(call_id, "failed")
+        call = self._record.calls.advance(call_id, "failed")
         if call is None:
             return False
         if self._tool_stream:
-            self._send(self._stream_message(call, "failed", message=message))
+            self._channel.send(self._stream_message(call, "failed", message=message))
         return True
 
+    # -- the session's side --
+
+    def receive_result(self, result: ToolResult) -> None:
+        """The client's ``tool.result`` (§7.2): it settles its call, once."""
+        call = self._record.calls.get(result.call_id)
+        if call is None or not call.client or not call.issued:
+            return  # §7.2: unknown or already settled: ignored
+        if result.ok:
+            self._settle(call, True, output=result.output)
+        else:
+            code = result.code if result.code is not UNSET else "FAILED"
+            message = result.message if isinstance(result.message, str) else None
+            self._settle(call, False, code=code, message=message)
+
+    def time_out(self, now: float) -> None:
+        """Client calls past their ``tool_timeout`` settle as TIMEOUT (§7.2)."""
+        for call in self._record.calls.due(now):
+            self._settle(call, False, code="TIMEOUT", message="no result arrived in time")
+
+    def end_turn(self, turn_id: str) -> None:
+        """The turn ends: its calls not yet issued fail (their arguments can no longer
+        complete)."""
+        for call in self._record.calls.of_turn(turn_id):
+            if not call.issued:
+                self.fail(call.call_id, "the turn ended before the call was issued")
+
+    def interrupt(self, closed: int) -> None:
+        """§6.2: epoch ``closed`` closed; its calls are cancelled, and the client calls
+        already issued settle as INTERRUPTED."""
+        calls = self._record.calls
+        for call in calls.of_closed_epoch(closed):
+            was_issued = call.issued
+            calls.advance(call.call_id, "cancelled")
+            if self._tool_stream:
+                self._channel.send(self._stream_message(call, "cancelled"))
+            if call.client and was_issued:
+                self._channel.report(
+                    _settled(call, False, code="INTERRUPTED", message="the turn was interrupted")
+                )
+
+    # -- internals --
+
     def _settle(self, call: Call, ok: bool, **outcome: Unpack[_Outcome]) -> None:
-        self.record.calls.advance(call.call_id, "settled")
+        self._record.calls.advance(call.call_id, "settled")
         if self._tool_stream:
             # Every caller names the code of a failure (FAILED when the tool gave none).
             failure = {} if ok else {"code": outcome.get("code")}
-            self._send(self._stream_message(call, "settled", ok=ok, **failure))
+            self._channel.send(self._stream_message(call, "settled", ok=ok, **failure))
         if call.client:
-            self._event(_settled(call, ok, **outcome))
+            self._channel.report(_settled(call, ok, **outcome))
 
     def _stream_message(self, call: Call, phase: ToolStreamPhase, **members: Any) -> ToolStream:
-        check_gated(ToolStream.TYPE, self.record.capabilities)
+        check_gated(ToolStream.TYPE, self._record.capabilities)
         return ToolStream(
             call_id=call.call_id,
             name=call.name,

@@ -15,29 +15,37 @@ from __future__ import annotations
 
 import struct
 from collections import deque
-from collections.abc import Callable, Mapping
-from typing import Any, Final, TypeAlias
+from collections.abc import Mapping
+from typing import Any, Final
 
 from ..codec import Decoded, Invalid, encode, shared_decoder
 from ..errors import ErrorCode, recoverable_by_default
 from ..formats import duration_ms
 from ..frames import HEADER_SIZE, FrameKind, parse_frame
-from ..machine import Machine
+from ..machine import Action, Machine
 from ..messages import UNSET, Ack, Error, Hello, Ping, Pong, Ready
 from ..outputs import Close, CloseCode, Output, SendText
 from ..tables import SERVER_TABLE, ServerAction, ServerInput, ServerState
 from .budget import ReadBudget
+from .channel import BoundConnection
 from .config import ServerConfig
 from .events import AudioReceived, HelloReceived
-from .session import BoundConnection, ServerSession
+from .session import ServerSession
 
 __all__ = ["ServerConnection"]
 
-_Action: TypeAlias = Callable[["ServerConnection", Any, float], None]
 #: The seq of an audio frame, after its kind byte (§8.1).
 _SEQ: Final = struct.Struct(">I")
 #: The pong frame never varies (§4.4: transient, seq 0): encoded once, shared (frozen).
 _PONG: Final = SendText(data=encode(Pong(), 0))
+# Bound once: reading a member off its enum class goes through the metaclass, some ten
+# times the cost of reading a global, and these are read for every message.
+_CLOSED: Final = ServerState.CLOSED
+_AWAITING_HELLO: Final = ServerState.AWAITING_HELLO
+_SEQUENCED: Final = ServerInput.SEQUENCED
+_ACK: Final = ServerInput.ACK
+_PING: Final = ServerInput.PING
+_INPUT_AUDIO: Final = ServerInput.INPUT_AUDIO
 
 
 class ServerConnection(Machine[ServerState, ServerInput]):
@@ -88,7 +96,7 @@ class ServerConnection(Machine[ServerState, ServerInput]):
         if self._outbox:
             return True
         session = self.session
-        return session is not None and (bool(session._outbox) or session.ended is not None)
+        return session is not None and (bool(session.channel.frames) or session.ended is not None)
 
     def take_events(self) -> list[HelloReceived]:
         events, self._events = self._events, []
@@ -102,11 +110,11 @@ class ServerConnection(Machine[ServerState, ServerInput]):
             return
         message = decoded.message
         if decoded.seq:
-            self._input(ServerInput.SEQUENCED, decoded, now)
+            self._input(_SEQUENCED, decoded, now)
         elif isinstance(message, Ack):
-            self._input(ServerInput.ACK, decoded, now)
+            self._input(_ACK, decoded, now)
         elif isinstance(message, Ping):
-            self._input(ServerInput.PING, decoded, now)
+            self._input(_PING, decoded, now)
         else:  # the only other client message with seq 0 is hello (§4.1)
             self._input(ServerInput.HELLO, decoded, now)
 
@@ -123,7 +131,7 @@ class ServerConnection(Machine[ServerState, ServerInput]):
         if len(data) >= HEADER_SIZE and data[0] == FrameKind.INPUT:
             # Input audio (§8.1), parsed here: one object per frame, the agent's event.
             event = AudioReceived(payload=data[HEADER_SIZE:], seq=_SEQ.unpack_from(data, 1)[0])
-            self._input(ServerInput.INPUT_AUDIO, event, now)
+            self._input(_INPUT_AUDIO, event, now)
             return
         # Not input audio: parse_frame says what is wrong with it (the frames it
         # accepts from a client, input audio of a whole header, were taken above).
@@ -162,10 +170,10 @@ class ServerConnection(Machine[ServerState, ServerInput]):
         """The earliest of the heartbeat (§4.4), the hello deadline and the bound
         session's own deadlines."""
         state = self.state
-        if state is ServerState.CLOSED:
+        if state is _CLOSED:
             return None
         deadline = self._last_frame + self.config.heartbeat_timeout
-        if state is ServerState.AWAITING_HELLO:
+        if state is _AWAITING_HELLO:
             deadline = min(deadline, self._hello_deadline)
         session = self.session
         if session is not None:
@@ -175,11 +183,11 @@ class ServerConnection(Machine[ServerState, ServerInput]):
         return deadline
 
     def on_timer(self, now: float) -> None:
-        if self.state is ServerState.CLOSED:
+        if self.state is _CLOSED:
             return
         if now >= self._last_frame + self.config.heartbeat_timeout:
             self._input(ServerInput.HEARTBEAT_TIMEOUT, None, now)
-        elif self.state is ServerState.AWAITING_HELLO and now >= self._hello_deadline:
+        elif self.state is _AWAITING_HELLO and now >= self._hello_deadline:
             self._input(ServerInput.HELLO_TIMEOUT, None, now)
         elif self.session is not None:
             self.session.on_timer(now)
@@ -224,14 +232,12 @@ class ServerConnection(Machine[ServerState, ServerInput]):
             self.refuse_resume()
             session.close("resume failed")
             return None
+        # Binding the session replaces an older connection (SESSION_TABLE, §5.4).
         self._input(ServerInput.OPENED, (session, resend), now)
         kept, self._kept = self._kept, []
         for decoded in kept:  # §5.1: the messages kept while opening, handled after ready
             self._input(ServerInput.SEQUENCED if decoded.seq else ServerInput.ACK, decoded, now)
-        if replaced is not None and replaced is not self:
-            replaced.replaced(now)
-            return replaced
-        return None
+        return replaced if replaced is not None and replaced is not self else None
 
     def replaced(self, now: float) -> None:
         """A newer connection resumed this one's session (§5.4): close 4000; the
@@ -278,7 +284,7 @@ class ServerConnection(Machine[ServerState, ServerInput]):
     def _ready(self, opened: tuple[ServerSession, list[bytes]], now: float) -> None:
         session, resend = opened
         self.session = session
-        session.attach(self)
+        session.attach(self, now)
         hello = self.hello
         resuming = hello is not None and hello.session_id is not UNSET
         ready = Ready(
@@ -361,6 +367,33 @@ class ServerConnection(Machine[ServerState, ServerInput]):
         if session is not None and session.connection is self:
             session.park(now)
 
+    @classmethod
+    def _actions(cls) -> Mapping[ServerAction, Action]:
+        return {
+            ServerAction.AUTHENTICATE: cls._authenticate,
+            ServerAction.PONG: cls._pong,
+            ServerAction.NO_SESSION: cls._no_session,
+            ServerAction.IGNORE: cls._ignore,
+            ServerAction.KEEP: cls._keep,
+            ServerAction.DUPLICATE_HELLO: cls._duplicate_hello,
+            ServerAction.REFUSE_UNAUTHORIZED: cls._refuse_unauthorized,
+            ServerAction.REFUSE_RESUME: cls._refuse_resume,
+            ServerAction.REFUSE_START: cls._refuse_start,
+            ServerAction.READY: cls._ready,
+            ServerAction.HANDLE: cls._handle,
+            ServerAction.APPLY_ACK: cls._apply_ack,
+            ServerAction.PASS_AUDIO: cls._pass_audio,
+            ServerAction.INVALID: cls._invalid_input,
+            ServerAction.RATE_LIMIT: cls._rate_limit,
+            ServerAction.CLOSE_REPLACED: cls._close_replaced,
+            ServerAction.CLOSE_SESSION: cls._close_session,
+            ServerAction.CLOSE_HEARTBEAT: cls._close_heartbeat,
+            ServerAction.CLOSE_HELLO_TIMEOUT: cls._close_hello_timeout,
+            ServerAction.SHUTDOWN: cls._shut_down,
+            ServerAction.PARK: cls._park,
+            ServerAction.CLOSED: cls._ignore,
+        }
+
     # -- internals --
 
     def _take_session_frames(self) -> None:
@@ -389,38 +422,10 @@ class ServerConnection(Machine[ServerState, ServerInput]):
             recoverable = recoverable_by_default(code)
         session = self.session
         if self.state is ServerState.OPEN and session is not None:
-            session.send_error(code, reason, recoverable)
+            session.channel.send_error(code, reason, recoverable)
         else:
             error = Error(code=code, message=reason, recoverable=recoverable)
             self._emit(SendText(data=encode(error, 0)))
 
 
-#: Each action of the table, performed by this class.
-_ACTIONS: Final[Mapping[ServerAction, _Action]] = {
-    ServerAction.AUTHENTICATE: ServerConnection._authenticate,
-    ServerAction.PONG: ServerConnection._pong,
-    ServerAction.NO_SESSION: ServerConnection._no_session,
-    ServerAction.IGNORE: ServerConnection._ignore,
-    ServerAction.KEEP: ServerConnection._keep,
-    ServerAction.DUPLICATE_HELLO: ServerConnection._duplicate_hello,
-    ServerAction.REFUSE_UNAUTHORIZED: ServerConnection._refuse_unauthorized,
-    ServerAction.REFUSE_RESUME: ServerConnection._refuse_resume,
-    ServerAction.REFUSE_START: ServerConnection._refuse_start,
-    ServerAction.READY: ServerConnection._ready,
-    ServerAction.HANDLE: ServerConnection._handle,
-    ServerAction.APPLY_ACK: ServerConnection._apply_ack,
-    ServerAction.PASS_AUDIO: ServerConnection._pass_audio,
-    ServerAction.INVALID: ServerConnection._invalid_input,
-    ServerAction.RATE_LIMIT: ServerConnection._rate_limit,
-    ServerAction.CLOSE_REPLACED: ServerConnection._close_replaced,
-    ServerAction.CLOSE_SESSION: ServerConnection._close_session,
-    ServerAction.CLOSE_HEARTBEAT: ServerConnection._close_heartbeat,
-    ServerAction.CLOSE_HELLO_TIMEOUT: ServerConnection._close_hello_timeout,
-    ServerAction.SHUTDOWN: ServerConnection._shut_down,
-    ServerAction.PARK: ServerConnection._park,
-    ServerAction.CLOSED: ServerConnection._ignore,
-}
-
-
-#: The table compiled once: per state, input → (action, next state).
-ServerConnection.compiled = SERVER_TABLE.compile(ServerState, _ACTIONS)
+ServerConnection.compile_table(SERVER_TABLE, ServerState)

@@ -3,14 +3,11 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Literal, TypeAlias
 
 from ..messages import Format, TurnStateName
 from .tools import ToolCalls
 
-__all__ = ["Item", "SessionRecord", "SessionStatus", "Turn"]
-
-SessionStatus: TypeAlias = Literal["connected", "parked", "closed"]
+__all__ = ["Item", "SessionRecord", "Turn"]
 
 
 @dataclass(slots=True)
@@ -54,3 +51,9 @@ class SessionRecord:
     expires_at: float | None = None
     #: Set once the session ended: the close code and reason for its connection.
     ended: tuple[int, str] | None = None
+
+    def current_turn(self, turn_id: str) -> Turn | None:
+        """The turn in progress if it is ``turn_id``: what the agent sends for a turn
+        that is over is dropped (§6.2)."""
+        turn = self.turn
+        return turn if turn is not None and turn.id == turn_id else None

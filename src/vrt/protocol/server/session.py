@@ -3,22 +3,26 @@ streams, the epoch and the turn, the pending tool calls, formats, capabilities a
 context.
 
 The session is *connected* while a :class:`~vrt.protocol.server.ServerConnection` has
-it bound, *parked* between connections (for the resume window) and then *closed*. What
-it sends goes to its own outbox, which the bound connection takes in order with its own
-frames; what the client did is reported to the agent as :data:`AgentInput` events. The
-methods under "agent side" are what an agent does (through ``vrt.agents.AgentSession``):
-the session stamps turn ids and epochs, gates closed epochs and settles tool calls, so
-an agent never sees a seq, an ack or a closed epoch's leftovers.
+it bound, *parked* between connections (for the resume window) and then *closed*: its
+:class:`~vrt.protocol.server.channel.SessionChannel` walks §5.1's session table and
+holds what it sends, which the bound connection takes in order with its own frames, and
+what the client did, reported to the agent as :data:`AgentInput` events.
+
+An agent (through ``vrt.agents.AgentSession``) acts on three parts of it: the turns,
+here (the session stamps turn ids and epochs and gates closed epochs), its tool calls
+(:attr:`ServerSession.tool_calls`, which settles them) and its output
+(:attr:`ServerSession.agent_output`), so that an agent never sees a seq, an ack or a
+closed epoch's leftovers.
 """
 
 from __future__ import annotations
 
-from typing import Any, Final, Protocol
+from typing import Any, Final
 
 import msgspec
 
-from ..capabilities import TOOL_STREAM, negotiate
-from ..codec import Decoded, encode
+from ..capabilities import negotiate
+from ..codec import Decoded
 from ..errors import ErrorCode, LocalProtocolError
 from ..formats import choose_format
 from ..handlers import HandlerTables
@@ -28,12 +32,10 @@ from ..messages import (
     UNSET,
     Ack,
     ContextUpdate,
-    Error,
     Format,
     Hello,
     Interrupt,
     Interrupted,
-    Message,
     Playback,
     Tool,
     ToolResult,
@@ -41,10 +43,12 @@ from ..messages import (
     TurnStateName,
     UserText,
 )
-from ..outputs import CloseCode, Output, SendText
+from ..outputs import CloseCode, Output
 from ..streams import IncomingStream, OutgoingStream
+from ..tables import SessionState
 from .agent_output import AgentOutput
-from .agent_tools import AgentToolCalls, _settled
+from .agent_tools import AgentToolCalls
+from .channel import BoundConnection, SessionChannel, SessionObserver
 from .config import ServerConfig
 from .events import (
     AgentInput,
@@ -54,33 +58,12 @@ from .events import (
     ResponseInterrupted,
     UserTextReceived,
 )
-from .record import SessionRecord, SessionStatus, Turn
+from .record import SessionRecord, Turn
+
+__all__ = ["ServerSession", "SessionRecord", "SessionState"]
 
 
-class SessionObserver(Protocol):
-    """Sees what a session sends and what it reports to its agent, as it happens: a
-    session store journals from it (``vrt.server.journal``). Input audio is not shown
-    (it is never stored, §8.1)."""
-
-    def sent(self, seq: int, message: Message, data: bytes) -> None:
-        """Sequenced message ``seq`` was numbered and kept; ``data`` is its encoding."""
-
-    def event(self, event: AgentInput) -> None:
-        """An event for the agent, other than input audio."""
-
-
-class BoundConnection(Protocol):
-    """The connection a session is bound to, as the session sees it (§5.4: a newer
-    connection resuming the session replaces it)."""
-
-    def replaced(self, now: float) -> None:
-        """A newer connection took the session: close 4000, and park nothing."""
-
-
-__all__ = ["ServerSession", "SessionObserver", "SessionRecord", "SessionStatus"]
-
-
-class ServerSession(AgentToolCalls, AgentOutput):
+class ServerSession:
     """One session, created by the driver for a new ``hello`` and bound to one
     connection at a time (§5.1)."""
 
@@ -110,9 +93,8 @@ class ServerSession(AgentToolCalls, AgentOutput):
             tool_names=frozenset(tool.name for tool in tools),
             context_json=context_json,
         )
-        self.outgoing = OutgoingStream(config.max_unacked, max_kept_bytes=config.max_unacked_bytes)
         self.incoming = IncomingStream()
-        self._setup()
+        self._setup(OutgoingStream(config.max_unacked, max_kept_bytes=config.max_unacked_bytes))
 
     @classmethod
     def restore(
@@ -130,21 +112,17 @@ class ServerSession(AgentToolCalls, AgentOutput):
         # is made only through its __init__.
         session = cls(Hello(), config, session_id=record.session_id)
         session.record = record
-        session.outgoing = outgoing
         session.incoming = incoming
-        session._setup()
+        session._setup(outgoing)
         return session
 
-    def _setup(self) -> None:
-        #: Sees what the session sends and reports (a session store's journal), if any.
-        self.observer: SessionObserver | None = None
-        #: The connection the session is bound to; None while parked or closed.
-        self.connection: BoundConnection | None = None
-        self._events: list[AgentInput] = []
-        #: Frames for the bound connection; None while parked (nothing is written).
-        self._outbox: list[Output] | None = None
-        self._announced: str | None = None  # the item of the last audio.start on this connection
-        self._tool_stream = TOOL_STREAM in self.record.capabilities
+    def _setup(self, outgoing: OutgoingStream) -> None:
+        #: The session's lifecycle (§5.1, SESSION_TABLE), and what it sends and reports.
+        self.channel = SessionChannel(self.record, outgoing, self.config.resume_window)
+        #: The agent's tool calls (§7, §7.5).
+        self.tool_calls = AgentToolCalls(self.channel, self.record, self.config)
+        #: The agent's text, transcripts, errors and audio (§6.1, §8.3, §9.2).
+        self.agent_output = AgentOutput(self.channel, self.record, self.config)
 
     # -- identity and lifecycle --
 
@@ -157,10 +135,9 @@ class ServerSession(AgentToolCalls, AgentOutput):
         return self.record.principal
 
     @property
-    def status(self) -> SessionStatus:
-        if self.record.ended is not None:
-            return "closed"
-        return "connected" if self._outbox is not None else "parked"
+    def status(self) -> SessionState:
+        """Connected, parked or closed (§5.1)."""
+        return self.channel.state
 
     @property
     def capabilities(self) -> tuple[str, ...]:
@@ -194,73 +171,59 @@ class ServerSession(AgentToolCalls, AgentOutput):
         """The close code and reason once the session has ended, else None."""
         return self.record.ended
 
-    def take_events(self) -> list[AgentInput]:
-        """What the client did since the last call, in order, for the agent."""
-        events, self._events = self._events, []
-        return events
+    @property
+    def outgoing(self) -> OutgoingStream:
+        """The session's sequenced messages (§4.1), kept for resumes (§5.4)."""
+        return self.channel.outgoing
 
-    def take_outbox(self) -> list[Output]:
-        """Frames for the bound connection, in order (its connection takes them)."""
-        out = self._outbox
-        if not out:
-            return []
-        self._outbox = []
-        return out
+    @outgoing.setter
+    def outgoing(self, stream: OutgoingStream) -> None:
+        self.channel.outgoing = stream
+
+    @property
+    def observer(self) -> SessionObserver | None:
+        """Sees what the session sends and reports (a session store's journal), if any."""
+        return self.channel.observer
+
+    @observer.setter
+    def observer(self, observer: SessionObserver | None) -> None:
+        self.channel.observer = observer
+
+    @property
+    def connection(self) -> BoundConnection | None:
+        """The connection the session is bound to, if any."""
+        return self.channel.connection
 
     def close(self, reason: str = "session closed", code: int = CloseCode.NORMAL) -> None:
         """End the session (§5.6): its connection, if any, closes with ``code``; nothing
         resumes it."""
-        if self.record.ended is None:
-            self.record.ended = (code, reason)
-            self.record.expires_at = None
+        self.channel.end(code, reason)
 
-    def attach(self, connection: BoundConnection) -> None:
-        """``connection`` binds the session (``ServerConnection.open``)."""
-        self.connection = connection
-        self._outbox = []
-        self._announced = None  # §8.3: a resumed connection starts without a current item
-        self.record.expires_at = None
+    def attach(self, connection: BoundConnection, now: float) -> None:
+        """``connection`` binds the session (``ServerConnection.open``); an older one
+        is replaced (§5.4)."""
+        self.channel.attach(connection, now)
 
     def park(self, now: float) -> None:
         """The connection ended: wait ``resume_window`` for a resume (§5.1)."""
-        self.connection = None
-        self._outbox = None
-        self._announced = None
-        if self.record.ended is None:
-            self.record.expires_at = now + self.config.resume_window
+        self.channel.park(now)
 
-    # -- sending --
+    # -- the bound connection's side --
 
-    def _send(self, message: Message) -> None:
-        """A sequenced message: numbered, kept for resume, written if connected."""
-        if self.record.ended is not None:
-            return
-        data = self.outgoing.send(message)
-        if self.observer is not None:
-            self.observer.sent(self.outgoing.last_seq, message, data)
-        if self._outbox is not None:
-            self._outbox.append(SendText(data=data))
-        if self.outgoing.exhausted:
-            # §4.1: nothing may follow seq 4294967295; the client opens a new session.
-            self.close("sequence numbers exhausted; open a new session")
+    def take_events(self) -> list[AgentInput]:
+        """What the client did since the last call, in order, for the agent."""
+        channel = self.channel
+        events, channel.events = channel.events, []
+        return events
 
-    def send_transient(self, message: Message) -> None:
-        """A transient message (§4.1) on the bound connection; lost while parked."""
-        if self._outbox is not None:
-            self._outbox.append(SendText(data=encode(message, 0)))
-
-    def send_error(self, code: str, message: str, recoverable: bool) -> None:
-        """A sequenced ``error`` (§4.1: errors are sequenced once a session is bound)."""
-        self._send(Error(code=code, message=message, recoverable=recoverable))
-
-    def _event(self, event: AgentInput) -> None:
-        """An event for the agent (input audio goes straight to the list: it is never
-        journalled)."""
-        self._events.append(event)
-        if self.observer is not None:
-            self.observer.event(event)
-
-    # -- client input (from the bound connection) --
+    def take_outbox(self) -> list[Output]:
+        """Frames for the bound connection, in order (its connection takes them)."""
+        channel = self.channel
+        out = channel.frames
+        if not out:
+            return []
+        channel.frames = []
+        return out
 
     def receive_sequenced(self, decoded: Decoded[Any], now: float) -> None:
         """§5.1 open × sequenced message: deduplicate (§4.3), handle, acknowledge."""
@@ -270,18 +233,16 @@ class ServerSession(AgentToolCalls, AgentOutput):
         # A duplicate is not handled again, but is acknowledged again (§4.3).
 
     def receive_ack(self, ack: Ack) -> None:
-        self.outgoing.ack(ack.up_to)
-
-    def receive_audio(self, payload: bytes, seq: int) -> None:
-        self._events.append(AudioReceived(payload=payload, seq=seq))
+        self.channel.outgoing.ack(ack.up_to)
 
     def audio_received(self, event: AudioReceived) -> None:
-        """An input audio frame, already an event (``ServerConnection.receive_binary``)."""
-        self._events.append(event)
+        """An input audio frame, already an event (``ServerConnection.receive_binary``):
+        the agent's, never journalled."""
+        self.channel.events.append(event)
 
     def _on_text(self, message: UserText, now: float) -> None:
         self._interrupt_in_flight("user")  # §6.3
-        self._event(UserTextReceived(text=message.text))
+        self.channel.report(UserTextReceived(text=message.text))
 
     def _on_interrupt(self, message: Interrupt, now: float) -> None:
         turn = self.record.turn
@@ -290,22 +251,14 @@ class ServerSession(AgentToolCalls, AgentOutput):
             self._interrupt_in_flight(message.reason)
 
     def _on_tool_result(self, result: ToolResult, now: float) -> None:
-        call = self.record.calls.get(result.call_id)
-        if call is None or not call.client or not call.issued:
-            return  # §7.2: unknown or already settled: ignored
-        if result.ok:
-            self._settle(call, True, output=result.output)
-        else:
-            code = result.code if result.code is not UNSET else "FAILED"
-            message = result.message if isinstance(result.message, str) else None
-            self._settle(call, False, code=code, message=message)
+        self.tool_calls.receive_result(result)
 
     def _on_context(self, message: ContextUpdate, now: float) -> None:
         context_json = msgspec.json.encode(message.context)
         size = len(context_json) + len(self.record.tools_json)
         limit = self.config.max_state_bytes
         if size > limit:
-            self.send_error(
+            self.channel.send_error(
                 ErrorCode.LIMIT_EXCEEDED,
                 f"a context of {len(context_json)} bytes: with the tools this session would "
                 f"keep {size} bytes of client data, and keeps at most {limit} (§11); the "
@@ -314,14 +267,14 @@ class ServerSession(AgentToolCalls, AgentOutput):
             )
             return
         self.record.context_json = context_json
-        self._event(ContextChanged(context=message.context))
+        self.channel.report(ContextChanged(context=message.context))
 
     def _on_playback(self, playback: Playback, now: float) -> None:
         item = self.record.items.get(playback.item_id)
         played = playback.played_ms
         if item is not None:
             played = min(played, int(item.sent_ms))
-        self._event(
+        self.channel.report(
             PlaybackReported(
                 item_id=playback.item_id,
                 played_ms=played,
@@ -334,11 +287,12 @@ class ServerSession(AgentToolCalls, AgentOutput):
     def timer_deadline(self) -> float | None:
         """The earliest of the ack deadline (§4.2, while connected), the tool timeouts
         (§7.2, parked or not) and the end of the resume window (§5.1, while parked)."""
-        record = self.record
-        if record.ended is not None:
+        state = self.channel.state
+        if state is _CLOSED:
             return None
+        record = self.record
         deadline = record.calls.next_deadline() if record.calls else None
-        if self._outbox is not None:
+        if state is _CONNECTED:
             ack = self.incoming.ack_deadline()
             if ack is not None and (deadline is None or ack < deadline):
                 deadline = ack
@@ -348,19 +302,19 @@ class ServerSession(AgentToolCalls, AgentOutput):
         return deadline
 
     def on_timer(self, now: float) -> None:
-        if self.record.ended is not None:
+        channel = self.channel
+        if channel.state is _CLOSED:
             return
-        if self._outbox is not None:
+        if channel.state is _CONNECTED:
             up_to = self.incoming.take_ack(now)
             if up_to is not None:
-                self.send_transient(Ack(up_to=up_to))
-        for call in self.record.calls.due(now):
-            self._settle(call, False, code="TIMEOUT", message="no result arrived in time")
+                channel.send_transient(Ack(up_to=up_to))
+        self.tool_calls.time_out(now)
         expires = self.record.expires_at
         if expires is not None and now >= expires:
-            self.close("resume window expired")
+            channel.expire(now)
 
-    # -- agent side: turns --
+    # -- the agent's side: turns --
 
     @property
     def turn_id(self) -> str | None:
@@ -383,31 +337,29 @@ class ServerSession(AgentToolCalls, AgentOutput):
         self.record.epoch += 1
         turn = Turn(new_id("t_"), self.record.epoch, state)
         self.record.turn = turn
-        self._send(TurnState(turn_id=turn.id, epoch=turn.epoch, state=state))
+        self.channel.send(TurnState(turn_id=turn.id, epoch=turn.epoch, state=state))
         return turn.id
 
     def set_state(self, turn_id: str, state: TurnStateName) -> bool:
         """Report the turn's new state; ``idle`` ends it. False if the turn is over."""
-        turn = self._turn(turn_id)
+        turn = self.record.current_turn(turn_id)
         if turn is None:
             return False
         if state == "idle":
             return self.end_turn(turn_id)
         if turn.state != state:
             turn.state = state
-            self._send(TurnState(turn_id=turn.id, epoch=turn.epoch, state=state))
+            self.channel.send(TurnState(turn_id=turn.id, epoch=turn.epoch, state=state))
         return True
 
     def end_turn(self, turn_id: str) -> bool:
         """The turn is done: ``turn.state idle``. False if it was already over."""
-        turn = self._turn(turn_id)
+        turn = self.record.current_turn(turn_id)
         if turn is None:
             return False
-        for call in self.record.calls.of_turn(turn.id):
-            if not call.issued:  # its arguments can no longer complete
-                self.fail_tool_call(call.call_id, "the turn ended before the call was issued")
+        self.tool_calls.end_turn(turn.id)
         self.record.turn = None
-        self._send(TurnState(turn_id=turn.id, epoch=turn.epoch, state="idle"))
+        self.channel.send(TurnState(turn_id=turn.id, epoch=turn.epoch, state="idle"))
         return True
 
     def user_started_speaking(self) -> str:
@@ -435,8 +387,9 @@ class ServerSession(AgentToolCalls, AgentOutput):
             return False
         self._interrupt_in_flight("server", tell_agent=False)
         self.record.turn = None
-        self._send(TurnState(turn_id=turn.id, epoch=turn.epoch, state="idle"))
-        self.send_error(ErrorCode.TURN_CUT_SHORT, reason, True)
+        channel = self.channel
+        channel.send(TurnState(turn_id=turn.id, epoch=turn.epoch, state="idle"))
+        channel.send_error(ErrorCode.TURN_CUT_SHORT, reason, True)
         return True
 
     def _interrupt_in_flight(self, reason: str, *, tell_agent: bool = True) -> bool:
@@ -447,28 +400,19 @@ class ServerSession(AgentToolCalls, AgentOutput):
         if turn is None or turn.state == "listening":
             return False
         closed = turn.epoch
-        for call in self.record.calls.of_closed_epoch(closed):
-            was_issued = call.issued
-            self.record.calls.advance(call.call_id, "cancelled")
-            if self._tool_stream:
-                self._send(self._stream_message(call, "cancelled"))
-            if call.client and was_issued:
-                self._event(
-                    _settled(call, False, code="INTERRUPTED", message="the turn was interrupted")
-                )
+        self.tool_calls.interrupt(closed)
         self.record.turn = None
         self.record.epoch += 1  # §6.1: the epoch increases when a turn is interrupted
-        self._send(Interrupted(epoch=closed))
+        self.channel.send(Interrupted(epoch=closed))
         if tell_agent:
-            self._event(ResponseInterrupted(turn_id=turn.id, epoch=closed, reason=reason))
+            self.channel.report(ResponseInterrupted(turn_id=turn.id, epoch=closed, reason=reason))
         return True
-
-    def _turn(self, turn_id: str) -> Turn | None:
-        turn = self.record.turn
-        return turn if turn is not None and turn.id == turn_id else None
 
 
 _TOOLS: Final = msgspec.json.Decoder(tuple[Tool, ...])
+# Bound once: reading a member off its enum class goes through the metaclass (channel.py).
+_CONNECTED: Final = SessionState.CONNECTED
+_CLOSED: Final = SessionState.CLOSED
 
 #: The method that handles each sequenced client message (``handlers.py``).
 _HANDLERS: Final = HandlerTables(
