@@ -258,10 +258,10 @@ SESSION_TABLE: Final = Transitions(
         _session(_ES.CONNECTED, _EI.ATTACH, _EA.REPLACE, None, "§5.1, §5.4"),
         _session(_ES.CONNECTED, _EI.PARK, _EA.PARK, _ES.PARKED),
         _session(_ES.PARKED, _EI.EXPIRE, _EA.END, _ES.CLOSED),
-        _session(None, _EI.END, _EA.END, _ES.CLOSED, "§5.6"),
+        _session(None, _EI.END, _EA.END, _ES.CLOSED, "§5.1 text, §5.6"),
         # A session that ended while connected keeps its connection until the socket
         # is gone (its close is written first): then it lets it go.
-        _session(_ES.CLOSED, _EI.PARK, _EA.RELEASE, None, "§5.6"),
+        _session(_ES.CLOSED, _EI.PARK, _EA.RELEASE, None, "§5.1 text, §5.6"),
         _session(_ES.CLOSED, _EI.END, _EA.IGNORE, None, "—"),
         _session(_ES.CLOSED, _EI.EXPIRE, _EA.IGNORE, None, "—"),
     ),
