@@ -29,6 +29,7 @@ from vrt.client import ClientTool, Event, SessionClosed, ToolContext, VrtClient,
 from vrt.protocol.codec import Decoded, Invalid, decode_server
 from vrt.protocol.messages import Interrupted, Message
 from vrt.protocol.server import ServerConfig, ServerSession
+from vrt.protocol.server.agent_output import AgentOutput
 from vrt.protocol.streams import OutgoingStream
 from vrt.server import VrtServer
 from vrt.server.store import MemorySessionStore
@@ -74,6 +75,25 @@ class ServerRecord:
             self.closed_epoch = max(self.closed_epoch, message.epoch)
 
 
+class _RecordingOutput(AgentOutput):
+    """The agent's output of a session, recording each audio frame written while it was
+    connected: its item, the item's epoch and the highest epoch closed then."""
+
+    def __init__(self, session: ServerSession, record: ServerRecord) -> None:
+        super().__init__(session.channel, session.record, session.config)
+        self.session = session
+        self.record = record
+
+    def send_audio(self, item_id: str, payload: bytes, played_ms: float | None = None) -> bool:
+        session, record = self.session, self.record
+        connected = session.status == "connected"
+        sent = super().send_audio(item_id, payload, played_ms)
+        item = session.record.items.get(item_id)
+        if sent and connected and item is not None:
+            record.audio.append((item_id, item.epoch, record.closed_epoch))
+        return sent
+
+
 def instrument_server_session(session: ServerSession) -> ServerRecord:
     record = ServerRecord(session)
     if session.outgoing.last_seq or session.incoming.last_seq:
@@ -87,18 +107,8 @@ def instrument_server_session(session: ServerSession) -> ServerRecord:
         if session.incoming.last_seq != before:  # new, so handled (§4.3)
             record.handled.append((session.incoming.last_seq, decoded.message))
 
-    send_audio = session.send_audio
-
-    def sent_audio(item_id: str, payload: bytes, duration_ms: float | None = None) -> bool:
-        connected = session.status == "connected"
-        sent = send_audio(item_id, payload, duration_ms)
-        item = session.record.items.get(item_id)
-        if sent and connected and item is not None:
-            record.audio.append((item_id, item.epoch, record.closed_epoch))
-        return sent
-
     setattr(session, "receive_sequenced", handled)  # noqa: B010 - instrumentation
-    setattr(session, "send_audio", sent_audio)  # noqa: B010 - instrumentation
+    session.agent_output = _RecordingOutput(session, record)
     return record
 
 
