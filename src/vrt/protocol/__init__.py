@@ -31,16 +31,19 @@ from .server.events import *  # noqa: F403
 from .tables import (
     CLIENT_TABLE,
     SERVER_TABLE,
+    SESSION_TABLE,
     TOOL_STREAM_NEXT,
     TOOL_STREAM_TERMINAL,
     ClientState,
     ServerState,
+    SessionState,
 )
 
 __all__ = [
     "CLIENT_TABLE",
     "DEFAULT_LIMITS",
     "SERVER_TABLE",
+    "SESSION_TABLE",
     "TOOL_STREAM_NEXT",
     "TOOL_STREAM_TERMINAL",
     "AudioFrame",
@@ -57,6 +60,7 @@ __all__ = [
     "ServerConnection",
     "ServerSession",
     "ServerState",
+    "SessionState",
     "build_frame",
     "check_encoding",
     "choose_format",
