@@ -233,9 +233,6 @@ async def test_readiness_follows_a_session_store_that_can_be_pinged(start: Start
         def __getattr__(self, name: str) -> object:
             return getattr(self.inner, name)
 
-        def __len__(self) -> int:
-            return len(self.inner)
-
         async def ping(self) -> bool:
             if not self.up:
                 raise ConnectionError("store down")
