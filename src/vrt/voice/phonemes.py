@@ -1,15 +1,22 @@
-"""Piper's espeak-ng phonemisation without piper-tts's reference leak.
+"""Piper's espeak-ng phonemisation without the leaks of piper-tts's bridge.
 
-piper-tts's C bridge (``piper.espeakbridge.get_phonemes``, 1.8.0) appends each clause's
-``(phonemes, terminator, end_of_sentence)`` tuple to its result list without releasing
-its own reference (``PyList_Append`` does not steal it), so every clause synthesised
-leaves a tuple and its phoneme string behind: about 150 bytes a clause, for the life of
-the server (docs/runs/2026-12-05-voice-soak.md). :func:`mend` replaces that function
-with one that calls the same espeak-ng (linked into the bridge, whose symbols it exports)
-through ctypes, clause by clause as the bridge does, and returns the same list: the
-same library and state (the one the bridge initialised and set the voice of), no Python
-objects made in C. It does so only when the bridge is seen to leak, so a fixed piper-tts
-keeps its own.
+piper-tts 1.8.0 phonemises each clause it synthesises with two calls into its C bridge
+(``piper.espeakbridge``, espeak-ng linked in), and both keep memory for good
+(docs/runs/2026-12-05-voice-soak-2.md):
+
+* ``set_voice(name)``, called before every clause: espeak-ng's voice change queues a
+  copy of the voice (1,360 bytes here) for its wave generator, which frees it only when
+  it makes speech, and phonemisation makes none (reported against espeak-ng's
+  ``DoVoiceChange``, echogarden-project/echogarden#64). :func:`mend` lets the call
+  through only when the voice differs from the one the bridge last set: setting the
+  voice it has changes nothing but the memory.
+* ``get_phonemes(text)`` appends each clause's ``(phonemes, terminator,
+  end_of_sentence)`` tuple to its result list without releasing its own reference
+  (``PyList_Append`` does not steal it): about 150 bytes a clause. When the bridge is
+  seen to do so, :func:`mend` replaces it with one that calls the same espeak-ng (whose
+  symbols the bridge exports) through ctypes, clause by clause as the bridge does, and
+  returns the same list: the same library and state, no Python objects made in C. A
+  fixed piper-tts keeps its own.
 """
 
 from __future__ import annotations
@@ -88,15 +95,36 @@ def _bridge_phonemes(library_path: str) -> Callable[[str], Phonemes]:
     return get_phonemes
 
 
-def mend() -> bool:
-    """Replace piper-tts's ``espeakbridge.get_phonemes`` when it leaks (see the module
-    documentation); whether it was replaced. Call it after the bridge is initialised
-    (a Piper voice loaded), with the phonemiser's lock held or no synthesis running."""
+class _VoiceOnce:
+    """``set_voice`` that asks the bridge only for a voice it has not set last;
+    ``initialize`` forgets it (espeak-ng starts again without one)."""
+
+    def __init__(self, set_voice: Callable[[str], None], initialize: Callable[[str], None]):
+        self.set_voice = set_voice
+        self.initialize_bridge = initialize
+        self.current: str | None = None
+
+    def __call__(self, voice: str) -> None:
+        if voice != self.current:
+            self.set_voice(voice)  # an unknown voice raises: nothing is set
+            self.current = voice
+
+    def initialize(self, data_dir: str) -> None:
+        self.current = None
+        self.initialize_bridge(data_dir)
+
+
+def mend() -> None:
+    """Mend piper-tts's bridge (see the module documentation). Call it after the bridge
+    is initialised (a Piper voice loaded), with the phonemiser's lock held or no
+    synthesis running; again, it changes nothing."""
     from piper import espeakbridge
 
-    if not leaks(espeakbridge.get_phonemes):
-        return False
-    path = espeakbridge.__file__
-    assert path is not None
-    espeakbridge.get_phonemes = _bridge_phonemes(path)  # type: ignore[assignment]
-    return True
+    if not isinstance(espeakbridge.set_voice, _VoiceOnce):
+        once = _VoiceOnce(espeakbridge.set_voice, espeakbridge.initialize)
+        espeakbridge.set_voice = once
+        espeakbridge.initialize = once.initialize
+    if leaks(espeakbridge.get_phonemes):
+        path = espeakbridge.__file__
+        assert path is not None
+        espeakbridge.get_phonemes = _bridge_phonemes(path)  # type: ignore[assignment]
