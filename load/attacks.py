@@ -41,7 +41,7 @@ import threading
 import time
 import wave
 from array import array
-from collections.abc import Callable, Coroutine
+from collections.abc import Callable, Coroutine, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Final
@@ -119,6 +119,10 @@ class Server:
         for _ in range(200):
             with contextlib.suppress(OSError), socket.create_connection((HOST, port), 0.1):
                 return cls(process, f"ws://{HOST}:{port}")
+            if process.poll() is not None:  # it refused its options: say what it said
+                assert process.stderr is not None
+                said = process.stderr.read().decode(errors="replace").strip()
+                raise RuntimeError(f"vrt serve did not start: {said}")
             await asyncio.sleep(0.05)
         process.kill()
         raise RuntimeError("vrt serve did not start")
@@ -678,14 +682,21 @@ def open_files(pid: int) -> int:
     return len(os.listdir(f"/proc/{pid}/fd"))
 
 
+#: How often the soak samples the server's memory and open files, in seconds.
+_SOAK_SAMPLE: Final = 30.0
+
+
 async def voice_soak(url: str, until: float) -> str:
     """The default server for ``--seconds`` (by hand: 1800) of voice sessions opening and
     ending (issue 34's soak): four at a time, each a second of microphone and a spoken
     reply, every third one cut without a close (it parks, then expires). The server's
-    RSS and open files are sampled every minute: both must settle and stay flat."""
+    RSS and open files are sampled every 30 s: both must settle and stay flat. The
+    growth is given per session, by a least-squares line through the samples after the
+    first quarter of the run (the warm-up: caches, arenas and pools filling)."""
     pid = _served_pid(url)
     done = failed = 0
-    samples: list[tuple[float, float, int]] = [(0.0, rss_mb(pid), open_files(pid))]
+    #: (seconds, RSS MB, open files, sessions done)
+    samples: list[tuple[float, float, int, int]] = [(0.0, rss_mb(pid), open_files(pid), 0)]
     start = time.monotonic()
 
     async def worker() -> None:
@@ -699,15 +710,31 @@ async def voice_soak(url: str, until: float) -> str:
 
     async def sampler() -> None:
         while time.monotonic() < until:
-            await asyncio.sleep(min(60.0, max(0.0, until - time.monotonic())))
-            samples.append((time.monotonic() - start, rss_mb(pid), open_files(pid)))
+            await asyncio.sleep(min(_SOAK_SAMPLE, max(0.0, until - time.monotonic())))
+            samples.append((time.monotonic() - start, rss_mb(pid), open_files(pid), done))
 
     await asyncio.gather(sampler(), *(worker() for _ in range(4)))
     await asyncio.sleep(2.0)  # the last dropped sessions park, then expire
-    samples.append((time.monotonic() - start, rss_mb(pid), open_files(pid)))
-    return f"{done} sessions, {failed} failed; (minute, RSS MB, open files): " + ", ".join(
-        f"({at / 60:.0f}, {rss:.0f}, {fds})" for at, rss, fds in samples
+    samples.append((time.monotonic() - start, rss_mb(pid), open_files(pid), done))
+    warm = [sample for sample in samples if sample[0] >= samples[-1][0] / 4]
+    per_session = per_session_growth([(count, rss) for _, rss, _, count in warm])
+    return (
+        f"{done} sessions, {failed} failed; RSS growth after the first quarter "
+        f"{per_session:.0f} B per session (least squares, {len(warm)} samples); "
+        "(minute, RSS MB, open files, sessions): "
+        + ", ".join(
+            f"({at / 60:.1f}, {rss:.1f}, {fds}, {count})" for at, rss, fds, count in samples
+        )
     )
+
+
+def per_session_growth(points: list[tuple[int, float]]) -> float:
+    """Bytes of RSS per session: the slope of a least-squares line through (sessions
+    done, RSS MB) points; NaN with fewer than three."""
+    if len(points) < 3 or len({count for count, _ in points}) < 2:
+        return float("nan")
+    fit = statistics.linear_regression([count for count, _ in points], [rss for _, rss in points])
+    return fit.slope * (1 << 20)
 
 
 #: The server's process, by its URL (voice_sessions samples its memory).
@@ -742,7 +769,9 @@ VOICE_ATTACKS: Final[dict[str, Attack]] = {
 _BASELINE: Final = 10.0
 
 
-async def run_attack(name: str, seconds: float) -> dict[str, Any]:
+async def run_attack(
+    name: str, seconds: float, agent_options: Sequence[str] = ()
+) -> dict[str, Any]:
     voice = name in VOICE_ATTACKS
     options: tuple[str, ...]
     if voice:
@@ -750,6 +779,8 @@ async def run_attack(name: str, seconds: float) -> dict[str, Any]:
     else:
         attack, extra, open_files = ATTACKS[name]
         options = ("--agent", "scripted", *extra)
+    for option in agent_options:
+        options += ("--agent-option", option)
     server = await Server.start("--log-level", "info", *options, open_files=open_files)
     pid = server.process.pid
     _PIDS[server.url] = pid
@@ -792,7 +823,7 @@ async def run_attack(name: str, seconds: float) -> dict[str, Any]:
     }
 
 
-def main(name: str, seconds: float) -> int:
+def main(name: str, seconds: float, agent_options: Sequence[str] = ()) -> int:
     known = [*ATTACKS, *VOICE_ATTACKS]
     if name == "all":
         names = list(ATTACKS)
@@ -809,7 +840,7 @@ def main(name: str, seconds: float) -> int:
             return 2
     random.seed(0)
     for each in names:
-        report = asyncio.run(run_attack(each, seconds))
+        report = asyncio.run(run_attack(each, seconds, agent_options))
         rtt, rss, base = report["bystander"], report["rss_mb"], report["baseline"]
         what = "replies" if base is not None else "pings"
         alone = (

@@ -674,11 +674,20 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--seconds", type=float, default=15.0, help="with --attack: how long each attack runs"
     )
+    parser.add_argument(
+        "--agent-option",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="with --attack: an --agent-option for the server's agent (repeatable), e.g. "
+        "tts=espeak for the voice attacks; the server inherits this process's environment "
+        "(MALLOC_ARENA_MAX and the like)",
+    )
     args = parser.parse_args(argv)
     if args.attack:
         from .attacks import main as attack
 
-        return attack(args.attack, args.seconds)
+        return attack(args.attack, args.seconds, args.agent_option)
     total = args.text_sessions + args.audio_sessions
     if not 0 < total <= MAX_SESSIONS or args.text_sessions < 0 or args.audio_sessions < 0:
         parser.error(f"between 1 and {MAX_SESSIONS} sessions")

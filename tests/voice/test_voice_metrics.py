@@ -70,3 +70,48 @@ async def test_typed_and_spoken_exchanges_are_measured(stages: Any) -> None:
     assert sum(metrics.response_first_text.counts) == 2  # the brain's chunks
     assert 0 <= metrics.response_first_text.sum <= metrics.response_first_audio.sum
     assert metrics.response_first_audio.sum <= completed.sum
+    # The scripted brain counts no tokens: a voice agent around it reports none.
+    assert all(sum(tokens.counts) == 0 for tokens in metrics.response_tokens.values())
+    assert metrics.usage_ended == {}
+
+
+async def test_a_model_brains_tokens_are_the_voice_agents(stages: Any) -> None:
+    """A chat model as the brain (against the adapters' Chat Completions stand-in): the
+    tokens it reports are counted per response and per session as any agent's are."""
+    from agents.openai_chat_standin import ChatStandIn, text_reply
+    from vrt.agents import load_agent
+    from vrt.voice.options import voice_factory
+
+    stand_in = ChatStandIn()
+    base_url = await stand_in.start()
+    stand_in.reply(text_reply("Good ", "evening."), text_reply("It is ", "ten."))
+    brain = load_agent("openai-chat", {"model": "local", "base_url": base_url})
+    metrics = ServerMetrics("voice")
+    server = await start_server(
+        agent_factory=voice_factory(stages, brain, VoiceConfig()), observer=Telemetry(metrics)
+    )
+    try:
+        async with VrtClient(server.url, input=PCM16K) as client:
+            conversation = Conversation()
+            await client.next_event(10.0)  # ready
+            task = asyncio.create_task(listen(client, conversation))
+            try:
+                await client.send_text("good evening")
+                seen = await spoken_reply(conversation, 0)
+                utterance = corpus()[0]  # "what time is it"
+                await speak(client, conversation, utterance.pcm16 + bytes(32000), 16000, PCM16K)
+                await spoken_reply(conversation, seen)
+            finally:
+                task.cancel()
+        requests = [await stand_in.request(0), await stand_in.request(1)]
+    finally:
+        await server.close()
+        await stand_in.close()
+    # The stand-in reports 10 prompt tokens a message and 5 completion tokens a reply.
+    assert sum(metrics.response_seconds["completed"].counts) == 2
+    output = metrics.response_tokens["output", "text"]
+    assert (sum(output.counts), output.sum) == (2, 10)
+    prompt = metrics.response_tokens["input", "text"]
+    assert (sum(prompt.counts), prompt.sum) == (2, sum(10 * len(r.messages) for r in requests))
+    (total,) = metrics.usage_ended.values()
+    assert (total.responses, total.output_tokens) == (2, 10)

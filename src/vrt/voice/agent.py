@@ -50,6 +50,7 @@ from ..agents.base import (
     Turn,
     UserTextReceived,
 )
+from ..agents.usage import TokenUsage
 from ..protocol.messages import PCM16_24K, Format
 from .brain import BrainSession, HeardAware
 from .clauses import ClauseSplitter, first_clause, speakable
@@ -422,6 +423,15 @@ class VoiceAgent:
         self._utterances = 0  # utterances begun, numbering each
         #: This session's name at the recogniser's queue (see _listen_for).
         self._recognition_owner = object()
+
+    @property
+    def usage(self) -> TokenUsage | None:
+        """The tokens the brain's model used, when the brain counts them (a model
+        adapter's ``usage``, docs/agents.md#token-usage; the scripted brain has none):
+        the server reads any agent's usage here, for its per-response and per-session
+        token metrics (docs/operations.md#per-response-metrics)."""
+        usage = getattr(self.brain, "usage", None)
+        return usage if isinstance(usage, TokenUsage) else None
 
     # -- the session --
 

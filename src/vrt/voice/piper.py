@@ -29,6 +29,7 @@ import numpy as np
 from ..agents.base import AgentSetupError
 from .clauses import first_clause
 from .models import check_file, missing_engine, model_file
+from .phonemes import mend as mend_phonemiser
 from .stages import Samples, StageError
 
 __all__ = ["PiperTts"]
@@ -65,6 +66,7 @@ class PiperTts:
     ) -> None:
         try:
             from piper import PiperVoice, SynthesisConfig
+            from piper.config import PhonemeType
         except ImportError:
             raise missing_engine("the piper speech synthesiser", "piper-tts") from None
         model = model_file(model, sha256, bundled="piper-joe-medium", option="tts_model")
@@ -86,6 +88,9 @@ class PiperTts:
         self.sample_rate: int = loaded.config.sample_rate
         for lane in (self._first, self._ahead):
             self._synthesize_now("Ready.", lane.voice)  # warm up at startup
+        if loaded.config.phoneme_type == PhonemeType.ESPEAK:
+            with lock:  # espeak-ng is initialised now (the warm-up phonemised)
+                mend_phonemiser()
 
     def _synthesize_now(self, text: str, voice: Any) -> Samples:
         parts = [
