@@ -410,7 +410,7 @@ def _seam(session: AgentSession) -> _Seam:
     return session._seam  # noqa: SLF001 - the handles are the session's own, in its module
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, init=False)
 class Turn:
     """A handle on one turn. Once the turn is over (ended or interrupted) every method
     returns False or None and sends nothing."""
@@ -419,8 +419,12 @@ class Turn:
     id: str
     _seam: _Seam = field(init=False, repr=False, compare=False)
 
-    def __post_init__(self) -> None:
-        object.__setattr__(self, "_seam", _seam(self.session))
+    def __init__(self, session: AgentSession, id: str) -> None:
+        # Written out rather than generated with a __post_init__: an agent makes a turn
+        # for every reply.
+        object.__setattr__(self, "session", session)
+        object.__setattr__(self, "id", id)
+        object.__setattr__(self, "_seam", session._seam)  # noqa: SLF001 - its own session's
 
     @property
     def active(self) -> bool:

@@ -63,4 +63,6 @@ class Machine(Generic[S, In]):
         action, next_state = self._rows[input]
         action(self, argument, now)
         if next_state is not None and next_state is not self.state:
-            self._enter(next_state)
+            # _enter, inline: this runs for every input.
+            self.state = next_state
+            self._rows = self.compiled[next_state]

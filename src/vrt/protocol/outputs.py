@@ -10,6 +10,7 @@ its :class:`OutputWriter` with :func:`dispatch`: the one place outputs become fr
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from typing import Final, Protocol, TypeAlias, TypeVar
 
 import msgspec
@@ -22,6 +23,7 @@ __all__ = [
     "SendBinary",
     "SendText",
     "dispatch",
+    "dispatch_all",
 ]
 
 T = TypeVar("T")
@@ -90,3 +92,20 @@ def dispatch(item: Output, writer: OutputWriter[T]) -> T:
         return writer.binary(item.data)
     assert type(item) is Close
     return writer.close(item)
+
+
+def dispatch_all(items: Iterable[Output], writer: OutputWriter[object]) -> bool:
+    """:func:`dispatch` each of ``items`` in order, for a synchronous writer, up to a
+    close; True when a close ended it (nothing after a close is written). One call for a
+    whole write rather than one per frame: a burst of chunks or audio frames is one."""
+    text, binary = writer.text, writer.binary
+    for item in items:
+        if type(item) is SendText:
+            text(item.data)
+        elif type(item) is SendBinary:
+            binary(item.data)
+        else:
+            assert type(item) is Close
+            writer.close(item)
+            return True
+    return False

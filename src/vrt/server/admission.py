@@ -10,8 +10,7 @@ refused here: their session exists already.
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
 
 from ..logs import Throttled
 from ..protocol.messages import Hello
@@ -43,20 +42,24 @@ class Admission:
         self.max_sessions = max_sessions
         self.max_state_bytes = max_state_bytes
         self._admit = admit
-        #: New sessions between their hello and their registration.
-        self._starting = 0
+        #: Set once the server shuts down: no new session then.
+        self.draining = False
+        #: New sessions between their hello and their registration, which count against
+        #: the limit: the opener counts them (a plain counter, not a context manager:
+        #: this is every session's opening).
+        self.starting = 0
         self._refused_busy = Throttled(log, logging.WARNING)
         self._refused_full = 0  # refusals at the session limit since the last warning
         self._warned_full_at = -1e9
 
     def refusal(
-        self, hello: Hello, live: int, evict: Callable[[], bool], draining: bool, now: float
+        self, hello: Hello, live: int, evict: Callable[[], bool], now: float
     ) -> tuple[str, str] | None:
         """None admits the new session of ``hello``; otherwise why not: the reason the
         observer is told (``ServerObserver.session_refused``) and the client's message.
         ``live``: the sessions hosted now; ``evict``: ends the session parked the
         longest, False when none is parked."""
-        if draining:
+        if self.draining:
             return "draining", "the server is shutting down; try another"
         size, most = ServerSession.state_size(hello), self.max_state_bytes
         if size > most:
@@ -65,7 +68,7 @@ class Admission:
                 f"{most} per session (§11)"
             )
         limit = self.max_sessions
-        if limit is not None and live + self._starting >= limit and not evict():
+        if limit is not None and live + self.starting >= limit and not evict():
             self._refused_full += 1
             if now - self._warned_full_at >= _FULL_WARNING_EVERY:
                 log.warning(
@@ -79,13 +82,3 @@ class Admission:
             self._refused_busy("refused a new session: %s", reason)
             return "capacity", reason
         return None
-
-    @contextmanager
-    def starting(self) -> Iterator[None]:
-        """While an admitted session starts (its agent is made, the store takes it): it
-        counts against the limit."""
-        self._starting += 1
-        try:
-            yield
-        finally:
-            self._starting -= 1

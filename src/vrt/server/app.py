@@ -142,7 +142,6 @@ class VrtServer:
         )
         self.connection_cap = ConnectionCap(max_connections or default_max_connections())
         self._server: asyncio.Server | None = None
-        self._draining = False
         self._connections: set[ServerWebSocket] = set()
         self._hooks = ConnectionHooks(
             opened=self._connections.add, pump=self._pump, closed=self._disconnected
@@ -157,7 +156,6 @@ class VrtServer:
             admission=self.admission,
             observer=observer,
             pump=self._pump,
-            draining=lambda: self._draining,
         )
         self._opening: set[asyncio.Task[None]] = set()
         self.url = ""
@@ -199,7 +197,7 @@ class VrtServer:
         """Stop gracefully: stop accepting and refuse new sessions, let the responses in
         flight finish for up to ``drain_timeout`` seconds, then :meth:`close`, which tells
         every client ``SERVER_SHUTDOWN`` so that none tries to resume here."""
-        self._draining = True
+        self.admission.draining = True
         if self._server is not None:
             self._server.close()
         loop = asyncio.get_running_loop()
@@ -213,14 +211,14 @@ class VrtServer:
     @property
     def draining(self) -> bool:
         """True once :meth:`shutdown` began: no new session is opened."""
-        return self._draining
+        return self.admission.draining
 
     async def close(self) -> None:
         """Stop at once: stop accepting, end every session with a non-recoverable
         ``SERVER_SHUTDOWN`` error (docs/decisions.md) and close 1001, stop the agents.
         With a shared store, sessions are not ended but parked in the store instead, and
         connections close with 1001 alone, so that clients resume on another process."""
-        self._draining = True
+        self.admission.draining = True
         if self._server is not None:
             self._server.close()
         for task in list(self._opening):

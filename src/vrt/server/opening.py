@@ -39,7 +39,6 @@ class SessionOpener:
 
     :param pump: runs the server's side of a connection after the core acted (writes
         its frames, hands its session's events to the agent).
-    :param draining: whether the server is shutting down (no new session then).
     """
 
     def __init__(
@@ -54,7 +53,6 @@ class SessionOpener:
         admission: Admission,
         observer: ServerObserver | None,
         pump: Callable[[ServerWebSocket], None],
-        draining: Callable[[], bool],
     ) -> None:
         self._agent_factory = agent_factory
         self._config = config
@@ -65,7 +63,6 @@ class SessionOpener:
         self._admission = admission
         self._observer = observer
         self._pump = pump
-        self._draining = draining
         # While the shared store is down, every hello and resume is refused: one line
         # per 10 s each, with the count (docs/operations.md#logs).
         self._store_refused_start = Throttled(log, logging.WARNING)
@@ -83,7 +80,8 @@ class SessionOpener:
                 )
                 self._pump(connection)
                 return
-            principal = await self._authenticate(hello)
+            # Without an authenticator, no coroutine: this is every session's opening.
+            principal = None if self._authenticator is None else await self._authenticate(hello)
         except _Refused:
             self._auth_failures.failed(address)
             if self._observer is not None:
@@ -99,8 +97,7 @@ class SessionOpener:
             await self._open_new(connection, hello, principal)
 
     async def _authenticate(self, hello: Hello) -> str | None:
-        if self._authenticator is None:
-            return None
+        assert self._authenticator is not None
         auth = hello.auth if hello.auth is not UNSET else None
         try:
             result = self._authenticator(auth)
@@ -230,27 +227,32 @@ class SessionOpener:
     async def _open_new(
         self, connection: ServerWebSocket, hello: Hello, principal: str | None
     ) -> None:
-        refusal = self._admission.refusal(
-            hello,
-            len(self._sessions),
-            self._sessions.evict_parked,
-            self._draining(),
-            connection.loop.time(),
+        admission = self._admission
+        refusal: tuple[str | None, str] | None = admission.refusal(
+            hello, len(self._sessions.hosted), self._sessions.evict_parked, connection.loop.time()
         )
-        if refusal is not None:
-            reason, message = refusal
-            if self._observer is not None:
-                self._observer.session_refused(reason)
-            connection.protocol.refuse_start(message)
-            self._pump(connection)
-            return
-        with self._admission.starting():
-            await self._start_session(connection, hello, principal)
+        if refusal is None:
+            # Admitted: it counts against the limit until it is hosted or given up.
+            admission.starting += 1
+            try:
+                refusal = await self._start_session(connection, hello, principal)
+            finally:
+                admission.starting -= 1
+            if refusal is None:
+                return
+        reason, message = refusal
+        if reason is not None and self._observer is not None:
+            self._observer.session_refused(reason)
+        connection.protocol.refuse_start(message)
+        self._pump(connection)
 
     async def _start_session(
         self, connection: ServerWebSocket, hello: Hello, principal: str | None
-    ) -> None:
-        protocol = connection.protocol
+    ) -> tuple[str | None, str] | None:
+        """Start the admitted session of ``hello``: None once it is hosted (or its
+        connection is gone), else why it could not start, as ``Admission.refusal``
+        says it (no reason for the observer when the store is unreachable: that is
+        logged, throttled)."""
         info = SessionInfo(
             principal=principal,
             tools=hello.tools if hello.tools is not UNSET else (),
@@ -264,13 +266,9 @@ class SessionOpener:
             agent: Agent = await made if inspect.isawaitable(made) else made
         except Exception as exc:
             log.exception("the agent could not start")
-            if self._observer is not None:
-                self._observer.session_refused("agent_failed")
-            protocol.refuse_start(f"the session could not start: {type(exc).__name__}")
-            self._pump(connection)
-            return
+            return "agent_failed", f"the session could not start: {type(exc).__name__}"
         if connection.closed:
-            return
+            return None
         session = ServerSession(
             hello,
             self._config,
@@ -284,19 +282,18 @@ class SessionOpener:
             self._store_refused_start(
                 "new sessions refused: the session store is unreachable (%s)", exc
             )
-            protocol.refuse_start("the session store is unreachable; try again shortly")
-            self._pump(connection)
-            return
+            return None, "the session store is unreachable; try again shortly"
         if connection.closed:
             if journal is not None:
                 self._store.forget(journal)
-            return
-        hosted = self._sessions.host(session, journal)
-        self._sessions.bind(hosted, connection)
+            return None
+        hosted = self._sessions.host(session, journal, connection)
         self._sessions.start_agent(hosted, agent)
-        protocol.open(session, connection.loop.time())
-        log.info("session %s opened", session.session_id, extra=session_fields(session))
+        connection.protocol.open(session, connection.loop.time())
+        if log.isEnabledFor(logging.INFO):  # its fields are built only for a line written
+            log.info("session %s opened", session.session_id, extra=session_fields(session))
         self._pump(connection)
+        return None
 
 
 class _Refused(Exception):

@@ -40,8 +40,13 @@ class ParkingLot:
 
     def park(self, hosted: HostedSession) -> None:
         """``hosted`` parked: the last in the order, its timer armed."""
-        self._parked[hosted.session.session_id] = hosted
-        self._arm(hosted)
+        session = hosted.session
+        self._parked[session.session_id] = hosted
+        # ``_arm``, inline: every connection that ends parks its session.
+        deadline = session.timer_deadline()
+        hosted.parked_timer = (
+            asyncio.get_running_loop().call_at(deadline, self._fired, hosted) if deadline else None
+        )
 
     def leave(self, hosted: HostedSession) -> None:
         """``hosted`` is no longer parked (resumed, ended, moved): its timer stops."""

@@ -48,33 +48,43 @@ class SessionRegistry:
         self.store = store
         self.observer = observer
         self.max_parked = max_parked
-        self._hosted: dict[str, HostedSession] = {}
+        #: The hosted sessions by id; read it, change it through the registry's methods.
+        self.hosted: dict[str, HostedSession] = {}
         #: The hosted session of an id, if any (the dict's own method: no call of ours
         #: on the per-frame path).
-        self.get = self._hosted.get
+        self.get = self.hosted.get
         self.parking = ParkingLot(self._parked_due)
         self.writes = WriteCoalescer(self.write, observer)
 
     def __len__(self) -> int:
-        return len(self._hosted)
+        return len(self.hosted)
 
     def sessions(self) -> list[HostedSession]:
-        return list(self._hosted.values())
+        return list(self.hosted.values())
 
     def agents(self) -> list[tuple[Agent, AgentSession]]:
         """The agents of the live sessions."""
         return [
             (hosted.agent, hosted.agent_session)
-            for hosted in self._hosted.values()
+            for hosted in self.hosted.values()
             if hosted.agent is not None and hosted.agent_session is not None
         ]
 
     # -- a session arrives, binds, parks --
 
-    def host(self, session: ServerSession, journal: SessionJournal | None) -> HostedSession:
-        """Keep ``session`` (a new one, or one taken from a shared store)."""
+    def host(
+        self,
+        session: ServerSession,
+        journal: SessionJournal | None,
+        connection: ServerWebSocket | None = None,
+    ) -> HostedSession:
+        """Keep ``session`` (a new one, or one taken from a shared store), bound to
+        ``connection`` when given (``bind``, for a session that was never parked)."""
         hosted = HostedSession(session, journal)
-        self._hosted[session.session_id] = hosted
+        self.hosted[session.session_id] = hosted
+        if connection is not None:
+            hosted.connection = connection
+            connection.gate = journal
         return hosted
 
     def bind(self, hosted: HostedSession, connection: ServerWebSocket) -> None:
@@ -210,7 +220,7 @@ class SessionRegistry:
         session = hosted.session
         if self.get(session.session_id) is not hosted:
             return
-        del self._hosted[session.session_id]
+        del self.hosted[session.session_id]
         session.close(reason, code)
         self.parking.leave(hosted)
         if hosted.connection is not None:
@@ -225,7 +235,7 @@ class SessionRegistry:
     def lose(self, session_id: str) -> None:
         """Another process took the session (§5.4): close its connection here with 4000,
         stop its agent and forget it, without writing to the store again."""
-        hosted = self._hosted.pop(session_id, None)
+        hosted = self.hosted.pop(session_id, None)
         if hosted is None:
             return
         if hosted.journal is not None:
@@ -254,11 +264,11 @@ class SessionRegistry:
         """Shutting down with a shared store: stop every agent, and tell the observer
         that its session left this process (the connections write what they sent last
         next, through the journals)."""
-        tasks = [hosted.task for hosted in self._hosted.values() if hosted.task is not None]
+        tasks = [hosted.task for hosted in self.hosted.values() if hosted.task is not None]
         for task in tasks:
             task.cancel()
         await asyncio.gather(*tasks, return_exceptions=True)
-        for hosted in self._hosted.values():
+        for hosted in self.hosted.values():
             if self.observer is not None:
                 self.observer.session_ended(
                     hosted.session, HANDED_OFF, hosted.agent, hosted.agent_session
@@ -271,7 +281,7 @@ class SessionRegistry:
         docs/deploy.md)."""
         now = asyncio.get_running_loop().time()
         journals: list[SessionJournal] = []
-        for hosted in self._hosted.values():
+        for hosted in self.hosted.values():
             self.parking.leave(hosted)
             if hosted.session.status == "connected":
                 hosted.session.park(now)
@@ -282,9 +292,9 @@ class SessionRegistry:
             await asyncio.wait_for(
                 asyncio.gather(*(j.drained() for j in journals), return_exceptions=True), 2.0
             )
-        for hosted in self._hosted.values():
+        for hosted in self.hosted.values():
             _release(hosted)
-        self._hosted.clear()
+        self.hosted.clear()
         for journal in journals:
             self.store.forget(journal)
             journal.lost = True  # given up: this process writes nothing more for it

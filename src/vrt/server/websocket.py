@@ -33,7 +33,7 @@ from typing import Final, Protocol, cast
 
 from picows import WSCloseCode, WSFrame, WSListener, WSMsgType, WSTransport
 
-from ..protocol.outputs import Close, Output, dispatch
+from ..protocol.outputs import Close, Output, dispatch_all
 from ..protocol.server import ServerConfig, ServerConnection
 
 __all__ = ["ConnectionHooks", "ConnectionMeter", "EdgeLimits", "ServerWebSocket", "WriteGate"]
@@ -68,10 +68,11 @@ def _sendable_close_code(code: int) -> bool:
 
 
 class _Frames:
-    """The frames of one write, as :func:`dispatch` hands them over, up to a close:
-    each header and payload, built as picows builds a server's frames (unmasked, RFC
-    6455 §5.2). While the connection is ``paused`` audio is dropped (realtime audio:
-    late is worse than lost, §5.4). One per connection, emptied by each write."""
+    """The frames of one write, as :func:`~vrt.protocol.outputs.dispatch_all` hands them
+    over, up to a close: each header and payload, built as picows builds a server's
+    frames (unmasked, RFC 6455 §5.2). While the connection is ``paused`` audio is
+    dropped (realtime audio: late is worse than lost, §5.4). One per connection, emptied
+    by each write."""
 
     __slots__ = ("closing", "parts", "paused")
 
@@ -428,9 +429,7 @@ class ServerWebSocket(WSListener):
             return
         frames = self._frames
         frames.paused = self._paused
-        for item in outbox:
-            if dispatch(item, frames):
-                break  # nothing after a close is written
+        dispatch_all(outbox, frames)  # up to a close: nothing after it is written
         parts = frames.parts
         close, frames.closing = frames.closing, None
         writer = transport.underlying_transport

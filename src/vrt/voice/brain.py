@@ -88,7 +88,7 @@ class BrainSession(AgentSession):
         return self._spoken(turn) if turn is not None else None
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, init=False)
 class SpokenTurn(Turn):
     """A turn of the brain: its text is spoken, its own audio and agent transcripts are
     not sent, and its end waits for the speech."""

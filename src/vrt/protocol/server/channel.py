@@ -156,7 +156,10 @@ class SessionChannel(Machine[SessionState, SessionInput]):
             older.replaced(now)  # §5.4: close 4000; it parks nothing
 
     def _park(self, argument: None, now: float) -> None:
-        self._release(argument, now)
+        # _release, inline: every connection that ends parks its session.
+        self.connection = None
+        self.frames = []
+        self.announced = None
         self.record.expires_at = now + self.resume_window
 
     def _release(self, argument: None, now: float) -> None:

@@ -221,7 +221,7 @@ class ServerConnection(Machine[ServerState, ServerInput]):
         """
         if self.state is ServerState.CLOSED:
             return None  # the connection went away while its hello was being decided
-        replaced = session.connection
+        replaced = session.channel.connection
         hello = self.hello
         resume_from = 0
         if hello is not None and hello.session_id is not UNSET:
@@ -364,7 +364,7 @@ class ServerConnection(Machine[ServerState, ServerInput]):
         """The socket is gone: a session still bound parks, and its resume window starts."""
         session = self.session
         self.session = None
-        if session is not None and session.connection is self:
+        if session is not None and session.channel.connection is self:
             session.park(now)
 
     @classmethod

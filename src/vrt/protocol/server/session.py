@@ -117,6 +117,10 @@ class ServerSession:
         return session
 
     def _setup(self, outgoing: OutgoingStream) -> None:
+        # Read off the record once: they never change, and drivers read them per
+        # message (attributes, not properties: a property is a call).
+        self.session_id: str = self.record.session_id
+        self.principal: str | None = self.record.principal
         #: The session's lifecycle (§5.1, SESSION_TABLE), and what it sends and reports.
         self.channel = SessionChannel(self.record, outgoing, self.config.resume_window)
         #: The agent's tool calls (§7, §7.5).
@@ -125,14 +129,6 @@ class ServerSession:
         self.agent_output = AgentOutput(self.channel, self.record, self.config)
 
     # -- identity and lifecycle --
-
-    @property
-    def session_id(self) -> str:
-        return self.record.session_id
-
-    @property
-    def principal(self) -> str | None:
-        return self.record.principal
 
     @property
     def status(self) -> SessionState:
