@@ -102,8 +102,10 @@ def plain(value: Any) -> Any:
     return (type(value).__name__, repr(value))
 
 
-def failure(exc: BaseException) -> tuple[str, str, str]:
-    return ("raised", type(exc).__name__, str(exc))
+def failure(exc: BaseException) -> tuple[str, ...]:
+    """An exception by its class, its text and the class of its cause (``from``)."""
+    cause = type(exc.__cause__).__name__ if exc.__cause__ is not None else ""
+    return ("raised", type(exc).__name__, str(exc), cause)
 
 
 def decoded(core: ModuleType, result: Any) -> Any:
@@ -296,18 +298,20 @@ def test_audio_frames_agree(
 # --- the in-memory pair ----------------------------------------------------------------
 
 directions = st.sampled_from(["to_server", "to_client"])
+#: Values no JSON encoder writes: the core raises LocalProtocolError, from the cause.
+unencodable = st.sampled_from([object(), 1j])
 #: What a run of the pair is made of: (action, its arguments...).
 actions = st.one_of(
     st.tuples(st.just("user_says"), st.text(max_size=12)),
     st.tuples(st.just("agent_says"), st.text(max_size=12)),
     st.tuples(st.just("agent_speaks"), st.integers(1, 3)),
-    st.tuples(st.just("agent_calls"), json_values),
+    st.tuples(st.just("agent_calls"), json_values | unencodable),
     st.tuples(st.just("tool_ends"), st.booleans()),
     st.tuples(st.just("user_interrupts"), st.sampled_from(["user", "speech"])),
     st.tuples(st.just("agent_ends_turn")),
     st.tuples(st.just("user_audio"), st.integers(0, 960)),
     st.tuples(st.just("playback"), st.floats(0, 5000) | st.integers(0, 5000)),
-    st.tuples(st.just("context"), json_values),
+    st.tuples(st.just("context"), json_values | unencodable),
     st.tuples(st.just("time_passes"), st.sampled_from([0.0, 0.05, 0.25, 1.0, 20.0])),
     st.tuples(st.just("cut_now"), st.booleans(), st.booleans(), st.booleans()),
     st.tuples(st.just("cut_later"), directions, st.integers(0, 400)),

@@ -472,7 +472,11 @@ def encode(message: Message, seq: int = 0) -> bytes:
                 wire.setdefault(key, item)
             data = _ENCODER.encode(wire)
     except (TypeError, ValueError, msgspec.EncodeError) as exc:
-        raise LocalProtocolError(f"{message.TYPE} cannot be encoded: {exc}") from exc
+        error = LocalProtocolError(f"{message.TYPE} cannot be encoded: {exc}")
+        # Set by hand as well: mypyc compiles ``raise ... from exc`` as a plain raise,
+        # which leaves ``__cause__`` unset (tests/core/test_compiled_reference.py).
+        error.__cause__ = exc
+        raise error from exc
     if _checking[0]:
         _check_encoded(message, data)
     return data
