@@ -240,7 +240,9 @@ class Decoder:
             return Invalid(ErrorCode.UNKNOWN_TYPE, self._unknown_type(value))
         type_ = schema.type
 
-        if unfaithful or b"[" in data or data.count(b":") != len(value):
+        # 0x5B is b"[": bytes.__contains__ reads a bytes needle as an integer first,
+        # raising and clearing a TypeError before its search; an int goes to memchr.
+        if unfaithful or 0x5B in data or data.count(b":") != len(value):
             # Else no array, and a ':' per member parsed (a ':' in a string or a duplicate
             # name only adds to the count): every nested object is empty, so the frame
             # nests two levels at most and names nothing twice (most frames: text, ack).
