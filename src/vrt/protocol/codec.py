@@ -240,7 +240,9 @@ class Decoder:
             return Invalid(ErrorCode.UNKNOWN_TYPE, self._unknown_type(value))
         type_ = schema.type
 
-        if unfaithful or b"[" in data or data.count(b":") != len(value):
+        # 0x5B is b"[": bytes.__contains__ reads a bytes needle as an integer first,
+        # raising and clearing a TypeError before its search; an int goes to memchr.
+        if unfaithful or 0x5B in data or data.count(b":") != len(value):
             # Else no array, and a ':' per member parsed (a ':' in a string or a duplicate
             # name only adds to the count): every nested object is empty, so the frame
             # nests two levels at most and names nothing twice (most frames: text, ack).
@@ -472,7 +474,11 @@ def encode(message: Message, seq: int = 0) -> bytes:
                 wire.setdefault(key, item)
             data = _ENCODER.encode(wire)
     except (TypeError, ValueError, msgspec.EncodeError) as exc:
-        raise LocalProtocolError(f"{message.TYPE} cannot be encoded: {exc}") from exc
+        error = LocalProtocolError(f"{message.TYPE} cannot be encoded: {exc}")
+        # Set by hand as well: mypyc compiles ``raise ... from exc`` as a plain raise,
+        # which leaves ``__cause__`` unset (tests/core/test_compiled_reference.py).
+        error.__cause__ = exc
+        raise error from exc
     if _checking[0]:
         _check_encoded(message, data)
     return data
