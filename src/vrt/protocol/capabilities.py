@@ -70,6 +70,8 @@ def negotiate(offered: Iterable[str], supported: Iterable[str]) -> tuple[str, ..
     """The capabilities in effect: the offered tokens this side supports, each once, in
     the order offered (§3.3). Tokens this side does not recognise are ignored.
     """
+    if offered == ():  # most clients offer none: every session opening asks
+        return ()
     supported_set = frozenset(supported)
     return tuple(dict.fromkeys(t for t in offered if t in supported_set))
 

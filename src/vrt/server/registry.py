@@ -144,12 +144,14 @@ class SessionRegistry:
         loop = asyncio.get_running_loop()
         session = hosted.session
         writes = self.writes
+        # Partials of the plain functions, not of bound methods: a bound method is one
+        # more object per session for the collector to walk (parked sessions add up).
         agent_session = AgentSession(
             session,
-            functools.partial(writes.flush, hosted),
+            functools.partial(WriteCoalescer.flush, writes, hosted),
             loop.time,
-            functools.partial(self._agent_failed, hosted),
-            replied=functools.partial(writes.replied, hosted),
+            functools.partial(SessionRegistry._agent_failed, self, hosted),
+            replied=functools.partial(WriteCoalescer.replied, writes, hosted),
         )
         # What the agent logs from its task carries the session's ids (logs.py).
         token = CURRENT_SESSION.set(session)

@@ -101,7 +101,14 @@ class AgentOutput:
         channel = self._channel
         if channel.state is not _CONNECTED:
             return True
-        item.sent_ms += played_ms if played_ms is not None else duration_ms(payload, record.output)
+        if played_ms is None:
+            output = record.output
+            played_ms = (
+                (len(payload) >> 1) * 1000.0 / output.rate  # duration_ms, inline: per frame
+                if output.encoding == "pcm16"
+                else duration_ms(payload, output)
+            )
+        item.sent_ms += played_ms
         if channel.announced != item_id:
             self._announce(item)
         seq = record.audio_out_seq

@@ -62,6 +62,10 @@ from .record import SessionRecord, Turn
 
 __all__ = ["ServerSession", "SessionRecord", "SessionState"]
 
+_NO_NAMES: Final[frozenset[str]] = frozenset()
+_NO_TOOLS_JSON: Final = b"[]"
+_NO_CONTEXT_JSON: Final = b"null"
+
 
 class ServerSession:
     """One session, created by the driver for a new ``hello`` and bound to one
@@ -90,7 +94,7 @@ class ServerSession:
             input=choose_format(_format(hello.input), input_formats),
             output=choose_format(_format(hello.output), output_formats),
             tools_json=tools_json,
-            tool_names=frozenset(tool.name for tool in tools),
+            tool_names=frozenset([tool.name for tool in tools]) if tools else _NO_NAMES,
             context_json=context_json,
         )
         self.incoming = IncomingStream()
@@ -424,9 +428,12 @@ _HANDLERS: Final = HandlerTables(
 
 def _client_state(hello: Hello) -> tuple[bytes, bytes]:
     """The JSON a session keeps of ``hello.tools`` and ``hello.context``."""
-    tools = hello.tools if hello.tools is not UNSET else ()
-    context = hello.context if hello.context is not UNSET else None
-    return msgspec.json.encode(tools), msgspec.json.encode(context)
+    tools, context = hello.tools, hello.context
+    return (
+        # Constants for what a hello leaves out (most do): asked at every opening.
+        _NO_TOOLS_JSON if tools is UNSET or not tools else msgspec.json.encode(tools),
+        _NO_CONTEXT_JSON if context is UNSET or context is None else msgspec.json.encode(context),
+    )
 
 
 def _format(value: Format | Any) -> Format | None:
