@@ -8,7 +8,9 @@ utterance of the test corpus, waits for the spoken reply to end (the turn goes
 speakers start at different moments. Per session count: voice to voice (the last
 frame holding speech was sent → the reply's first audio arrived), replies that never
 came (none within 10 s of the end of speech), the errors the server sent (an
-``AGENT_ERROR`` saying recognition is over capacity, say), and the server's CPU.
+``AGENT_ERROR`` saying recognition is over capacity, say), the speakers refused at
+their ``hello`` (``START_FAILED``: admission by load, docs/voice.md, "Capacity"), and
+the server's CPU.
 """
 
 from __future__ import annotations
@@ -27,14 +29,22 @@ _REPLY_TIMEOUT_S: Final = 10.0
 async def _speaker(
     url: str, utterances: list[bytes], until: float, seed: int, out: dict[str, Any]
 ) -> None:
-    from vrt.client import ErrorReceived, TurnChanged, VrtClient
+    from vrt.client import ErrorReceived, TurnChanged, VrtClient, VrtError
     from vrt.protocol.messages import Format
     from vrt.voice.chat import Conversation, listen, speak
 
     rng = random.Random(seed)
     fmt = Format(encoding="pcm16", sample_rate=16000)
     loop = asyncio.get_running_loop()
-    async with VrtClient(url, input=fmt) as client:
+    client = VrtClient(url, input=fmt)
+    try:
+        await client.connect()
+    except VrtError as exc:
+        if exc.code != "START_FAILED":
+            raise
+        out["refused"] += 1  # the server was saturated when this speaker arrived
+        return
+    try:
         await client.next_event(10.0)  # ready
         conversation = Conversation()
         listener = asyncio.create_task(listen(client, conversation))
@@ -70,6 +80,8 @@ async def _speaker(
                 await silence(rng.uniform(0.5, 1.5))
         finally:
             listener.cancel()
+    finally:
+        await client.close()
 
 
 def capacity(utterances: list[bytes], counts: list[int], seconds: float) -> list[dict[str, Any]]:
@@ -80,7 +92,13 @@ def capacity(utterances: list[bytes], counts: list[int], seconds: float) -> list
     try:
         time.sleep(1.0)
         for count in counts:
-            out: dict[str, Any] = {"latency_ms": [], "lost": 0, "errors": [], "exchanges": 0}
+            out: dict[str, Any] = {
+                "latency_ms": [],
+                "lost": 0,
+                "errors": [],
+                "exchanges": 0,
+                "refused": 0,
+            }
             cpu0, busy0, wall0 = cpu_s(process.pid), machine_busy_s(), time.monotonic()
             until = wall0 + seconds
 
@@ -93,6 +111,7 @@ def capacity(utterances: list[bytes], counts: list[int], seconds: float) -> list
             wall = time.monotonic() - wall0
             result = {
                 "sessions": count,
+                "refused_at_start": out["refused"],
                 "exchanges": out["exchanges"],
                 "voice_to_voice_ms": _percentiles(out["latency_ms"]),
                 "lost_replies": out["lost"],
