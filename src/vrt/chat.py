@@ -67,10 +67,6 @@ __all__ = ["demo_tools", "run_chat"]
 
 #: A second Ctrl-C within this many seconds quits.
 QUIT_WINDOW: Final = 2.0
-#: A wss:// session not open after this long: ask the server in plain HTTP whether it
-#: speaks TLS at all (a plain server never answers a TLS handshake).
-TLS_PROBE_AFTER: Final = 0.5
-TLS_PROBE_TIMEOUT: Final = 3.0
 #: The turns whose text was shown, remembered to leave out their agent transcripts.
 _TEXT_TURNS_KEPT: Final = 16
 
@@ -85,26 +81,6 @@ def escape(text: str) -> str:
     terminal's control sequences (issue: a server could clear the screen, write the
     clipboard with OSC 52 or set the window title; terminal_text.py)."""
     return _markup_escape(printable(text))
-
-
-async def _plain_http_answer(url: str) -> bool:
-    """Whether the server of the wss:// ``url`` answers a plain HTTP request in plain
-    HTTP: then it does not speak TLS, and a TLS handshake with it would wait forever."""
-    parts = urlsplit(url)
-    host = parts.hostname or ""
-    port = parts.port or 443
-    try:
-        async with asyncio.timeout(TLS_PROBE_TIMEOUT):
-            reader, writer = await asyncio.open_connection(host, port)
-            try:
-                shown = f"[{host}]" if ":" in host else host
-                writer.write(f"GET / HTTP/1.1\r\nHost: {shown}:{port}\r\n\r\n".encode())
-                await writer.drain()
-                return (await reader.read(5)) == b"HTTP/"
-            finally:
-                writer.close()
-    except (OSError, TimeoutError):
-        return False
 
 
 def _compact(value: Any) -> str:
@@ -325,28 +301,8 @@ class _Chat:
         self.client = client
         connecting = loop.create_task(client.connect())
         quitting = loop.create_task(self._quit.wait())
-        waiting: set[asyncio.Task[Any]] = {connecting, quitting}
-        probe = loop.create_task(self._probe_tls()) if secure else None
-        if probe is not None:
-            waiting.add(probe)
-        while True:
-            done, _ = await asyncio.wait(waiting, return_when=asyncio.FIRST_COMPLETED)
-            if probe in done and not probe.result():
-                waiting.discard(probe)  # it speaks TLS, or did not say: wait on
-                continue
-            break
+        await asyncio.wait({connecting, quitting}, return_when=asyncio.FIRST_COMPLETED)
         quitting.cancel()
-        if probe is not None:
-            probe.cancel()
-        if probe is not None and probe.done() and not probe.cancelled() and probe.result():
-            connecting.cancel()
-            await client.close()
-            plain = "ws://" + self.url.split("://", 1)[1]
-            self.err.print(
-                f"vrt chat: cannot connect to {escape(self.url)}: TLS failed: the server "
-                f"answers in plain HTTP, not TLS; try {escape(plain)}"
-            )
-            return 1
         if not connecting.done():
             connecting.cancel()
             await client.close()
@@ -374,12 +330,6 @@ class _Chat:
         await self._quit.wait()
         await self._shutdown(client)
         return self.exit_code
-
-    async def _probe_tls(self) -> bool:
-        """After :data:`TLS_PROBE_AFTER` without a session: whether the server answers
-        in plain HTTP (it does not speak TLS)."""
-        await asyncio.sleep(TLS_PROBE_AFTER)
-        return await _plain_http_answer(self.url)
 
     def _open_failure(self, exc: BaseException, trusted: str | None) -> str:
         """Why the session could not be opened, in one line."""

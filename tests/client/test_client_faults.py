@@ -162,6 +162,20 @@ class TestTls:
         async with VrtClient(tls_server.url, ssl_context=cafile_context(tmp_path / "ca.pem")):
             pass
 
+    async def test_wss_to_a_plain_server_fails_at_once_saying_so(self, vrt: LiveServer) -> None:
+        """A plain ws:// server waits for an HTTP request and never answers a TLS
+        handshake: connect() asks it in plain HTTP once the handshake has waited
+        PROBE_AFTER, and fails saying what to use, not after its open timeout (60 s
+        here: the test's own timeout would end it first) with "no answer in time"."""
+        secure = vrt.url.replace("ws://", "wss://")
+        client = VrtClient(secure, open_timeout=60.0)
+        with pytest.raises(VrtError) as refused:
+            await client.connect()
+        assert refused.value.code == "CONNECT_FAILED"
+        assert "TLS failed: the server answers in plain HTTP, not TLS" in refused.value.message
+        assert f"try {vrt.url}" in refused.value.message
+        await client.close()
+
     def test_a_context_with_ws_is_refused(self) -> None:
         with pytest.raises(ValueError, match="wss://"):
             VrtClient("ws://127.0.0.1:1", ssl_context=ssl.create_default_context())

@@ -54,7 +54,7 @@ from ..protocol.messages import (
     UserText,
 )
 from ..protocol.outputs import Close, CloseCode, Output, dispatch
-from .tls import describe_tls_error, system_context, system_trust
+from .tls import PROBE_AFTER, describe_tls_error, plain_http_answer, system_context, system_trust
 from .tools import ClientTool, ToolContext, ToolError
 
 __all__ = [
@@ -968,8 +968,12 @@ class VrtClient:
             for seq, message, sent in self.core.unacknowledged()
         )
 
+    @property
+    def _secure(self) -> bool:
+        return urlsplit(self.url).scheme.lower() == "wss"
+
     def _ssl(self) -> ssl.SSLContext | None:
-        if self.ssl_context is None and urlsplit(self.url).scheme.lower() == "wss":
+        if self.ssl_context is None and self._secure:
             self.ssl_context = system_context()
             self._trusted = system_trust()
         return self.ssl_context
@@ -990,6 +994,28 @@ class VrtClient:
             return error.strerror
         return str(error) or type(error).__name__
 
+    async def _open_websocket(self, timeout: float) -> ClientConnection:
+        return await connect(
+            self.url,
+            ping_interval=None,  # the protocol's own heartbeat counts (§4.4)
+            compression=None,
+            open_timeout=timeout,
+            close_timeout=CLOSE_TIMEOUT,
+            max_size=self.max_message_bytes,
+            ssl=self._ssl(),
+            logger=_WIRE_LOG,
+        )
+
+    async def _speaks_tls(self, opening: asyncio.Task[ClientConnection]) -> bool:
+        """False when a ``wss://`` handshake still waits after :data:`~.tls.PROBE_AFTER`
+        and the server answers plain HTTP: it speaks ``ws://`` and would never answer
+        (``opening`` is then cancelled). True otherwise, ``opening`` going on."""
+        done, _ = await asyncio.wait({opening}, timeout=PROBE_AFTER)
+        if done or not await plain_http_answer(self.url) or opening.done():
+            return True
+        opening.cancel()
+        return False
+
     async def _connection(self, deadline: float | None) -> _Ended:
         """One WebSocket: hello, frames both ways, timers; how it ended. Before its
         ``ready`` it is abandoned at ``deadline``."""
@@ -999,17 +1025,15 @@ class VrtClient:
         if deadline is not None:
             opened_by = min(opened_by, deadline)
         timeout = max(0.0, opened_by - loop.time())
+        opening = loop.create_task(self._open_websocket(timeout))
         try:
-            ws = await connect(
-                self.url,
-                ping_interval=None,  # the protocol's own heartbeat counts (§4.4)
-                compression=None,
-                open_timeout=timeout,
-                close_timeout=CLOSE_TIMEOUT,
-                max_size=self.max_message_bytes,
-                ssl=self._ssl(),
-                logger=_WIRE_LOG,
-            )
+            if self._secure and not await self._speaks_tls(opening):
+                plain = "ws://" + self.url.split("://", 1)[1]
+                refused = ConnectionError(
+                    f"TLS failed: the server answers in plain HTTP, not TLS; try {plain}"
+                )
+                return _Ended(code=None, reason=str(refused), error=refused)
+            ws = await opening
         except (
             OSError,
             websockets.InvalidHandshake,
@@ -1018,6 +1042,9 @@ class VrtClient:
             ValueError,
         ) as exc:
             return _Ended(code=None, reason=self._describe(exc), error=exc)
+        finally:
+            if not opening.done():
+                opening.cancel()  # given up, or this task was cancelled
         self._link = _Link(ws)
         self._pending = []
         self._sending = None

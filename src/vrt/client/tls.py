@@ -9,21 +9,58 @@ nothing and is for test servers only.
 A failed handshake usually means "the server's certificate is not signed by a CA I
 trust", and the fix is to trust the right file: :func:`describe_tls_error` says which
 certificates were trusted, so the message names the file to change.
+
+A ``wss://`` URL of a server that speaks plain ``ws://`` fails differently: the server
+waits for an HTTP request and never answers the TLS handshake. :func:`plain_http_answer`
+asks it in plain HTTP instead, so that a client can say so at once
+(:data:`PROBE_AFTER`) rather than at the end of its open timeout.
 """
 
 from __future__ import annotations
 
+import asyncio
 import os
 import ssl
 from pathlib import Path
+from typing import Final
+from urllib.parse import urlsplit
 
 __all__ = [
+    "PROBE_AFTER",
     "cafile_context",
     "describe_tls_error",
     "insecure_context",
+    "plain_http_answer",
     "system_context",
     "system_trust",
 ]
+
+#: A ``wss://`` handshake not done after this long: ask the server in plain HTTP
+#: whether it speaks TLS at all (a handshake across an ocean takes well under this).
+PROBE_AFTER: Final = 0.5
+#: How long that question may take.
+PROBE_TIMEOUT: Final = 3.0
+
+
+async def plain_http_answer(url: str) -> bool:
+    """Whether the server of the ``wss://`` ``url`` answers a plain HTTP request in
+    plain HTTP: then it does not speak TLS, and a TLS handshake with it would wait until
+    it gives up. False when it does not answer, or not in HTTP."""
+    parts = urlsplit(url)
+    host = parts.hostname or ""
+    port = parts.port or 443
+    try:
+        async with asyncio.timeout(PROBE_TIMEOUT):
+            reader, writer = await asyncio.open_connection(host, port)
+            try:
+                shown = f"[{host}]" if ":" in host else host
+                writer.write(f"GET / HTTP/1.1\r\nHost: {shown}:{port}\r\n\r\n".encode())
+                await writer.drain()
+                return (await reader.read(5)) == b"HTTP/"
+            finally:
+                writer.close()
+    except (OSError, TimeoutError):
+        return False
 
 
 def system_context() -> ssl.SSLContext:
