@@ -176,6 +176,54 @@ class TestTls:
         assert f"try {vrt.url}" in refused.value.message
         await client.close()
 
+    async def test_a_slow_tls_server_that_answers_plain_http_too_is_not_given_up(
+        self, tls_server: VrtServer, ca: trustme.CA, tmp_path: Path
+    ) -> None:
+        """A TLS endpoint may answer a plain HTTP request in plain HTTP (nginx does,
+        with a 400), and over a slow link its handshake outlasts PROBE_AFTER: the plain
+        answer must not end a handshake that is merely slow. Here 250 ms each way, for
+        the handshake and the plain question alike, as a real link would be."""
+        latency = 0.25
+        upstream = urlsplit(tls_server.url).port
+
+        async def pump(src: asyncio.StreamReader, dst: asyncio.StreamWriter) -> None:
+            while data := await src.read(65536):
+                await asyncio.sleep(latency)
+                dst.write(data)
+                await dst.drain()
+            dst.close()
+
+        async def endpoint(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+            first = await reader.read(1)
+            if first != b"\x16":  # not a TLS record: answer as nginx does on its TLS port
+                await reader.read(65536)
+                await asyncio.sleep(2 * latency)
+                writer.write(b"HTTP/1.1 400 Bad Request\r\ncontent-length: 0\r\n\r\n")
+                await writer.drain()
+                writer.close()
+                return
+            up_reader, up_writer = await asyncio.open_connection("127.0.0.1", upstream)
+            await asyncio.sleep(latency)
+            up_writer.write(first)
+            await asyncio.gather(
+                pump(reader, up_writer), pump(up_reader, writer), return_exceptions=True
+            )
+
+        slow = await asyncio.start_server(endpoint, "127.0.0.1", 0)
+        port = slow.sockets[0].getsockname()[1]
+        ca.cert_pem.write_to_path(str(tmp_path / "ca.pem"))
+        client = VrtClient(
+            f"wss://127.0.0.1:{port}",
+            ssl_context=cafile_context(tmp_path / "ca.pem"),
+            open_timeout=30.0,
+        )
+        try:
+            connected = await client.connect()
+            assert connected.session_id
+        finally:
+            await client.close()
+            slow.close()
+
     def test_a_context_with_ws_is_refused(self) -> None:
         with pytest.raises(ValueError, match="wss://"):
             VrtClient("ws://127.0.0.1:1", ssl_context=ssl.create_default_context())

@@ -1007,11 +1007,24 @@ class VrtClient:
         )
 
     async def _speaks_tls(self, opening: asyncio.Task[ClientConnection]) -> bool:
-        """False when a ``wss://`` handshake still waits after :data:`~.tls.PROBE_AFTER`
-        and the server answers plain HTTP: it speaks ``ws://`` and would never answer
-        (``opening`` is then cancelled). True otherwise, ``opening`` going on."""
+        """False when a ``wss://`` handshake still waits after :data:`~.tls.PROBE_AFTER`,
+        the server answers plain HTTP, and the handshake still waits well after that
+        answer: the server speaks ``ws://`` and would never answer (``opening`` is then
+        cancelled). True otherwise, ``opening`` going on."""
+        loop = asyncio.get_running_loop()
         done, _ = await asyncio.wait({opening}, timeout=PROBE_AFTER)
-        if done or not await plain_http_answer(self.url) or opening.done():
+        if done:
+            return True
+        asked_at = loop.time()
+        if not await plain_http_answer(self.url):
+            return True
+        # A TLS server may answer plain HTTP too (nginx does, with a 400), and over a
+        # slow link its handshake can outlast PROBE_AFTER: the plain answer took as many
+        # round trips as a handshake's first half, so the handshake gets twice that
+        # again. A plain server never answers it, however long it is given.
+        waited = max(2 * (loop.time() - asked_at), PROBE_AFTER)
+        done, _ = await asyncio.wait({opening}, timeout=waited)
+        if done:
             return True
         opening.cancel()
         return False
