@@ -33,7 +33,6 @@ import argparse
 import asyncio
 import json
 import os
-import subprocess
 import sys
 import time
 import wave
@@ -43,6 +42,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from .procs import ROOT, cpu_s, machine, machine_busy_s
+from .voice_server import percentiles, serve_voice
 
 if TYPE_CHECKING:
     from vrt.voice.chat import Conversation
@@ -57,23 +57,6 @@ def _corpus() -> list[tuple[str, bytes]]:
         with wave.open(str(SPEECH / name), "rb") as recording:
             out.append((words, recording.readframes(recording.getnframes())))
     return out
-
-
-def _percentiles(values: list[float]) -> dict[str, float]:
-    ordered = sorted(values)
-    if not ordered:
-        return {"n": 0}
-
-    def at(q: float) -> float:
-        return ordered[min(len(ordered) - 1, round(q * (len(ordered) - 1)))]
-
-    return {
-        "n": len(ordered),
-        "p50": round(at(0.5), 1),
-        "p90": round(at(0.9), 1),
-        "p99": round(at(0.99), 1),
-        "max": round(ordered[-1], 1),
-    }
 
 
 # -- latency --
@@ -154,7 +137,7 @@ async def _latency(
     finally:
         await server.close()
     return {"first_clause_words": config.first_clause_words} | {
-        name: _percentiles(values) for name, values in parts.items()
+        name: percentiles(values) for name, values in parts.items()
     }
 
 
@@ -235,22 +218,6 @@ def _rtf(utterances: list[tuple[str, bytes]]) -> dict[str, Any]:
 # -- concurrent sessions --
 
 
-def _serve() -> tuple[subprocess.Popen[str], str]:
-    from support.processes import free_port, vrt_command
-
-    port = free_port()
-    process = subprocess.Popen(
-        [*vrt_command(), "serve", "--port", str(port), "--log-level", "warning"],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        text=True,
-    )
-    assert process.stdout is not None
-    line = process.stdout.readline()
-    assert "listening on" in line, line
-    return process, f"ws://127.0.0.1:{port}"
-
-
 async def _speaker(
     url: str, utterances: list[tuple[str, bytes]], until: float, out: list[float]
 ) -> None:
@@ -267,7 +234,7 @@ async def _speaker(
 
 def _sessions(utterances: list[tuple[str, bytes]], counts: list[int], seconds: float) -> Any:
     sys.path.insert(0, str(ROOT / "tests"))
-    process, url = _serve()
+    process, url = serve_voice()
     results = []
     try:
         time.sleep(1.0)
@@ -293,7 +260,7 @@ def _sessions(utterances: list[tuple[str, bytes]], counts: list[int], seconds: f
                     "server_cores_per_session": round(server_cores / count, 3),
                     "machine_cores": round(machine_cores, 2),
                     "exchanges": len(latencies),
-                    "voice_to_voice_ms": _percentiles(latencies),
+                    "voice_to_voice_ms": percentiles(latencies),
                 }
             )
             print(json.dumps(results[-1]), flush=True)
@@ -354,7 +321,7 @@ async def _barge_in(
                 delays.append((interrupted - onset) * 1000)
     finally:
         await server.close()
-    return _percentiles(delays)
+    return percentiles(delays)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -21,6 +21,7 @@ import time
 from typing import Any, Final
 
 from .procs import cpu_s, machine_busy_s
+from .voice_server import percentiles, serve_voice
 
 _SILENCE: Final = bytes(640)  # 20 ms at 16 kHz
 _REPLY_TIMEOUT_S: Final = 10.0
@@ -85,9 +86,7 @@ async def _speaker(
 
 
 def capacity(utterances: list[bytes], counts: list[int], seconds: float) -> list[dict[str, Any]]:
-    from .voice import _percentiles, _serve
-
-    process, url = _serve()
+    process, url = serve_voice()
     results = []
     try:
         time.sleep(1.0)
@@ -113,7 +112,7 @@ def capacity(utterances: list[bytes], counts: list[int], seconds: float) -> list
                 "sessions": count,
                 "refused_at_start": out["refused"],
                 "exchanges": out["exchanges"],
-                "voice_to_voice_ms": _percentiles(out["latency_ms"]),
+                "voice_to_voice_ms": percentiles(out["latency_ms"]),
                 "lost_replies": out["lost"],
                 "errors": sorted(set(out["errors"])),
                 "error_count": len(out["errors"]),
