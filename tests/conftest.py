@@ -1,10 +1,12 @@
 """Settings for every test: the core checks every message vrt writes against the
 schemas (``check_encoding``), here and in the ``vrt serve`` processes tests start
 (``VRT_STRICT=1``), so that a message the spec forbids fails the test that made it.
-And the Redis server of the run, for the tests that need one (started on first use)."""
+And the Redis server of the run, for the tests that need one (started on first use),
+and the logging each test leaves as it found it."""
 
 from __future__ import annotations
 
+import logging
 import os
 from collections.abc import Iterator
 
@@ -35,3 +37,18 @@ def redis_server() -> Iterator[RedisServer]:
     """A ``redis-server`` of the test run's own, on a free port (skips without one)."""
     with start_redis() as server:
         yield server
+
+
+@pytest.fixture(autouse=True)
+def _logging_as_found() -> Iterator[None]:
+    """Put the root logger back as the test found it. ``vrt serve`` run in-process (the
+    CLI tests' ``CliRunner``) configures it (``vrt.logs.configure``): a handler on that
+    run's standard error, closed once the run returns, at INFO. Left in place, every
+    later test's log lines, from any thread, would go to a closed file."""
+    root = logging.getLogger()
+    handlers, level = root.handlers[:], root.level
+    picows = logging.getLogger("picows").level
+    yield
+    root.handlers[:] = handlers
+    root.setLevel(level)
+    logging.getLogger("picows").setLevel(picows)
